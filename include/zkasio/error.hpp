@@ -1,0 +1,81 @@
+// Error codes of zkasio: every ZooKeeper error code, mirrored with its own
+// value, plus the errors the library itself reports; and the conditions that
+// group them by what a caller should do about them.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace zkasio {
+
+// Values below zero are ZooKeeper's own codes (enum ZOO_ERRORS), so a code
+// from the C client converts by value. Values above zero are zkasio's.
+enum class error : int {
+  // ZooKeeper system errors
+  system_error = -1,
+  runtime_inconsistency = -2,
+  data_inconsistency = -3,
+  connection_loss = -4,
+  marshalling_error = -5,
+  unimplemented = -6,
+  operation_timeout = -7,
+  bad_arguments = -8,
+  invalid_state = -9,
+  new_config_no_quorum = -13,
+  reconfig_in_progress = -14,
+  ssl_connection_error = -15,
+  // ZooKeeper API errors
+  api_error = -100,
+  no_node = -101,
+  no_auth = -102,
+  bad_version = -103,
+  no_children_for_ephemerals = -108,
+  node_exists = -110,
+  not_empty = -111,
+  session_expired = -112,
+  invalid_callback = -113,
+  invalid_acl = -114,
+  auth_failed = -115,
+  closing = -116,
+  nothing = -117,
+  session_moved = -118,
+  not_read_only = -119,
+  ephemeral_on_local_session = -120,
+  no_watcher = -121,
+  reconfig_disabled = -123,
+  session_closed_requires_sasl_auth = -124,
+  throttled_op = -127,
+
+  // zkasio's own errors
+  invalid_path = 1,      // a path that ZooKeeper would reject; checked before sending
+  request_too_large,     // over the server's jute.maxbuffer; checked before sending
+  session_closed,        // the session was closed by its owner
+  lock_lost,             // the lock node was gone when its holder looked
+  not_held,              // release or revoke of a lock that is not held
+};
+
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(error e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+// What a caller should do about an error.
+enum class condition : int {
+  retryable = 1,  // the connection was lost or the server was busy: the request may be retried
+  session_gone,   // the session is over (expired, authentication failed, closed)
+  caller_fault,   // the request itself was wrong: retrying cannot help
+};
+
+const std::error_category& condition_category() noexcept;
+
+inline std::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), condition_category()};
+}
+
+}  // namespace zkasio
+
+template <>
+struct std::is_error_code_enum<zkasio::error> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<zkasio::condition> : std::true_type {};
