@@ -1,0 +1,78 @@
+// The session's engine, behind the templates of session.hpp: it owns the C
+// client handle and runs everything on one strand. Every member function but
+// the observers must be called on strand(); session.hpp's operations get there
+// with asio::dispatch. The implementation (src/session_core.cpp) is the only
+// code that talks to the C client.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/strand.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zkasio/detail/completion.hpp>
+#include <zkasio/operations.hpp>
+#include <zkasio/session_options.hpp>
+
+namespace zkasio::detail {
+
+class session_core {
+ public:
+  using strand_type = asio::strand<asio::any_io_executor>;
+  using clock = std::chrono::steady_clock;
+
+  static std::shared_ptr<session_core> make(const asio::any_io_executor& executor,
+                                            session_options options);
+  virtual ~session_core() = default;
+
+  const strand_type& strand() const noexcept { return strand_; }
+
+  // Observers: safe from any thread.
+  session_state state() const noexcept { return state_.load(std::memory_order_acquire); }
+  std::int64_t id() const noexcept { return id_.load(std::memory_order_acquire); }
+  std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+  std::chrono::milliseconds negotiated_timeout() const noexcept {
+    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_acquire));
+  }
+  clock::time_point last_contact() const noexcept {
+    return clock::time_point(clock::duration(last_contact_.load(std::memory_order_acquire)));
+  }
+
+  // Operations: on the strand.
+  virtual void connect(completion_ptr<> done) = 0;
+  virtual void wait_state_change(session_state known, completion_ptr<session_state> done) = 0;
+  virtual void create(std::string path, std::string data, create_options options,
+                      completion_ptr<created> done) = 0;
+  virtual void remove(std::string path, std::int32_t version, completion_ptr<> done) = 0;
+  virtual void exists(std::string path, completion_ptr<std::optional<stat>> done) = 0;
+  virtual void get_data(std::string path, completion_ptr<node_data> done) = 0;
+  virtual void set_data(std::string path, std::string data, std::int32_t version,
+                        completion_ptr<stat> done) = 0;
+  virtual void get_children(std::string path, completion_ptr<children> done) = 0;
+  virtual void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) = 0;
+  virtual void wait_deleted(std::string path, completion_ptr<> done) = 0;
+  virtual void wait_data_changed(std::string path, std::int32_t known_version,
+                                 completion_ptr<event_type> done) = 0;
+  virtual void wait_children_changed(std::string path, std::int32_t known_cversion,
+                                     completion_ptr<event_type> done) = 0;
+  virtual void add_auth(std::string scheme, std::string credentials, completion_ptr<> done) = 0;
+  virtual void close(completion_ptr<> done) = 0;
+  // Closes in the background once the owner is gone (the session's destructor).
+  virtual void abandon() = 0;
+
+ protected:
+  explicit session_core(const asio::any_io_executor& executor) : strand_(executor) {}
+
+  strand_type strand_;
+  std::atomic<session_state> state_{session_state::connecting};
+  std::atomic<std::int64_t> id_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::int64_t> timeout_ms_{0};
+  std::atomic<clock::rep> last_contact_{0};
+};
+
+}  // namespace zkasio::detail

@@ -1,0 +1,277 @@
+// zkasio::session: one ZooKeeper session, driven by an Asio executor, with
+// every operation an Asio asynchronous operation.
+//
+// The session runs the single-threaded C client on a strand of the executor
+// it is given and creates no thread. Every member function may be called from
+// any thread; handlers run on their own associated executor (the session's
+// executor when they have none).
+//
+// Cancellation (bind_cancellation_slot, `op || timer`, co_spawn): every
+// operation honours terminal and partial cancellation, reads and watches also
+// total, by completing at once with asio::error::operation_aborted. A request
+// already sent cannot be called back: a cancelled write may still be applied
+// by the server (a cancelled create may have created the node, a cancelled
+// remove may have removed it, a cancelled multi may have been applied whole);
+// recipes that need certainty find out by reading. A cancelled watch leaves no
+// watch on the server. A cancelled connect or wait_state_change only stops
+// waiting.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/execution_context.hpp>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+#include <zkasio/detail/session_core.hpp>
+#include <zkasio/error.hpp>
+#include <zkasio/operations.hpp>
+#include <zkasio/session_options.hpp>
+
+namespace zkasio {
+
+namespace detail {
+// A completion token, as opposed to the optional argument before it.
+template <class Token, class Optional>
+concept token_not = !std::is_convertible_v<std::decay_t<Token>, Optional>;
+}  // namespace detail
+
+class session {
+ public:
+  using executor_type = asio::any_io_executor;
+  template <class Signature>
+  using default_token = asio::default_completion_token_t<executor_type>;
+
+  // Starts connecting at once; async_connect waits for it.
+  session(const executor_type& executor, session_options options);
+  template <class ExecutionContext>
+    requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+  session(ExecutionContext& context, session_options options)
+      : session(executor_type(context.get_executor()), std::move(options)) {}
+
+  // Closes the session in the background; pending operations complete with
+  // error::session_closed.
+  ~session();
+  session(session&&) noexcept = default;
+  session& operator=(session&&) noexcept;  // closes the session it replaces
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  executor_type get_executor() const noexcept { return executor_; }
+
+  // Observers, safe from any thread.
+  session_state state() const noexcept { return core_->state(); }
+  std::int64_t id() const noexcept { return core_->id(); }  // 0 before the first connection
+  // Counts the ZooKeeper sessions started after expiry: when it changes, every
+  // ephemeral node and watch of the earlier session is gone.
+  std::uint64_t generation() const noexcept { return core_->generation(); }
+  std::chrono::milliseconds negotiated_timeout() const noexcept {
+    return core_->negotiated_timeout();
+  }
+  // A safe lower bound of the server's last sight of this session: the submit
+  // time of the latest request that was answered (the session keeps a
+  // heartbeat in flight every third of the timeout when idle).
+  std::chrono::steady_clock::time_point last_contact() const noexcept {
+    return core_->last_contact();
+  }
+
+  // Completes once connected; at once if connected already. Fails with
+  // session_expired / auth_failed / session_closed when the session cannot
+  // connect any more. void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_connect(Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [](core& c, auto done) { c.connect(std::move(done)); }, std::forward<Token>(token));
+  }
+
+  // Completes with the new state as soon as the state differs from `known`.
+  // void(error_code, session_state)
+  template <class Token = default_token<void(std::error_code, session_state)>>
+  auto async_wait_state_change(session_state known, Token&& token = {}) {
+    return initiate<session_state>(detail::read_cancellation, [known](core& c, auto done) { c.wait_state_change(known, std::move(done)); },
+                                   std::forward<Token>(token));
+  }
+
+  // void(error_code, created)
+  template <class Token = default_token<void(std::error_code, created)>>
+    requires detail::token_not<Token, create_options>
+  auto async_create(std::string_view path, std::string_view data, Token&& token = {}) {
+    return async_create(path, data, create_options{}, std::forward<Token>(token));
+  }
+  template <class Token = default_token<void(std::error_code, created)>>
+  auto async_create(std::string_view path, std::string_view data, create_options options,
+                    Token&& token = {}) {
+    return initiate<created>(detail::write_cancellation,
+                             [path = std::string(path), data = std::string(data), options = std::move(options)](
+                                 core& c, auto done) mutable {
+                               c.create(std::move(path), std::move(data), std::move(options), std::move(done));
+                             },
+                             std::forward<Token>(token));
+  }
+
+  // void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+    requires detail::token_not<Token, std::int32_t>
+  auto async_remove(std::string_view path, Token&& token = {}) {
+    return async_remove(path, any_version, std::forward<Token>(token));
+  }
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_remove(std::string_view path, std::int32_t version, Token&& token = {}) {
+    return initiate<>(detail::write_cancellation, [path = std::string(path), version](core& c, auto done) mutable {
+                        c.remove(std::move(path), version, std::move(done));
+                      },
+                      std::forward<Token>(token));
+  }
+
+  // The node's stat, or nullopt when it does not exist. void(error_code, optional<stat>)
+  template <class Token = default_token<void(std::error_code, std::optional<stat>)>>
+  auto async_exists(std::string_view path, Token&& token = {}) {
+    return initiate<std::optional<stat>>(detail::read_cancellation,
+                                         [path = std::string(path)](core& c, auto done) mutable {
+                                           c.exists(std::move(path), std::move(done));
+                                         },
+                                         std::forward<Token>(token));
+  }
+
+  // void(error_code, node_data)
+  template <class Token = default_token<void(std::error_code, node_data)>>
+  auto async_get_data(std::string_view path, Token&& token = {}) {
+    return initiate<node_data>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+                                 c.get_data(std::move(path), std::move(done));
+                               },
+                               std::forward<Token>(token));
+  }
+
+  // The node's new stat. void(error_code, stat)
+  template <class Token = default_token<void(std::error_code, stat)>>
+    requires detail::token_not<Token, std::int32_t>
+  auto async_set_data(std::string_view path, std::string_view data, Token&& token = {}) {
+    return async_set_data(path, data, any_version, std::forward<Token>(token));
+  }
+  template <class Token = default_token<void(std::error_code, stat)>>
+  auto async_set_data(std::string_view path, std::string_view data, std::int32_t version,
+                      Token&& token = {}) {
+    return initiate<stat>(detail::write_cancellation,
+                          [path = std::string(path), data = std::string(data), version](core& c, auto done) mutable {
+                            c.set_data(std::move(path), std::move(data), version, std::move(done));
+                          },
+                          std::forward<Token>(token));
+  }
+
+  // void(error_code, children)
+  template <class Token = default_token<void(std::error_code, children)>>
+  auto async_get_children(std::string_view path, Token&& token = {}) {
+    return initiate<children>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+                                c.get_children(std::move(path), std::move(done));
+                              },
+                              std::forward<Token>(token));
+  }
+
+  // Applies all operations or none. The error is the first failing
+  // operation's; the results say which. void(error_code, vector<op_result>)
+  template <class Token = default_token<void(std::error_code, std::vector<op_result>)>>
+  auto async_multi(std::vector<multi_op> ops, Token&& token = {}) {
+    return initiate<std::vector<op_result>>(detail::write_cancellation,
+                                            [ops = std::move(ops)](core& c, auto done) mutable {
+                                              c.multi(std::move(ops), std::move(done));
+                                            },
+                                            std::forward<Token>(token));
+  }
+
+  // Completes when the node is deleted; at once if it does not exist.
+  // void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_wait_deleted(std::string_view path, Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+                        c.wait_deleted(std::move(path), std::move(done));
+                      },
+                      std::forward<Token>(token));
+  }
+
+  // Completes with data_changed or deleted at the node's next change; at once
+  // when its version already differs from `known_version` (any_version: wait
+  // for the next change). Fails with no_node when it does not exist and no
+  // version was known. void(error_code, event_type)
+  template <class Token = default_token<void(std::error_code, event_type)>>
+    requires detail::token_not<Token, std::int32_t>
+  auto async_wait_data_changed(std::string_view path, Token&& token = {}) {
+    return async_wait_data_changed(path, any_version, std::forward<Token>(token));
+  }
+  template <class Token = default_token<void(std::error_code, event_type)>>
+  auto async_wait_data_changed(std::string_view path, std::int32_t known_version,
+                               Token&& token = {}) {
+    return initiate<event_type>(detail::read_cancellation,
+                                [path = std::string(path), known_version](core& c, auto done) mutable {
+                                  c.wait_data_changed(std::move(path), known_version, std::move(done));
+                                },
+                                std::forward<Token>(token));
+  }
+
+  // The same for the node's children (children_changed or deleted), against
+  // the node's cversion.
+  template <class Token = default_token<void(std::error_code, event_type)>>
+    requires detail::token_not<Token, std::int32_t>
+  auto async_wait_children_changed(std::string_view path, Token&& token = {}) {
+    return async_wait_children_changed(path, any_version, std::forward<Token>(token));
+  }
+  template <class Token = default_token<void(std::error_code, event_type)>>
+  auto async_wait_children_changed(std::string_view path, std::int32_t known_cversion,
+                                   Token&& token = {}) {
+    return initiate<event_type>(detail::read_cancellation,
+                                [path = std::string(path), known_cversion](core& c, auto done) mutable {
+                                  c.wait_children_changed(std::move(path), known_cversion, std::move(done));
+                                },
+                                std::forward<Token>(token));
+  }
+
+  // Adds authentication ("digest", "user:password") to the session; kept
+  // across reconnections. void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_add_auth(std::string_view scheme, std::string_view credentials, Token&& token = {}) {
+    return initiate<>(detail::write_cancellation,
+                      [scheme = std::string(scheme), credentials = std::string(credentials)](
+                          core& c, auto done) mutable {
+                        c.add_auth(std::move(scheme), std::move(credentials), std::move(done));
+                      },
+                      std::forward<Token>(token));
+  }
+
+  // Ends the session (its ephemeral nodes go at once). Pending operations
+  // complete with session_closed. Cancelling only stops waiting: the close
+  // goes on. void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_close(Token&& token = {}) {
+    return initiate<>(detail::write_cancellation, [](core& c, auto done) { c.close(std::move(done)); }, std::forward<Token>(token));
+  }
+
+ private:
+  using core = detail::session_core;
+
+  // One operation: make its completion from the handler, then submit it on the
+  // strand.
+  template <class... Values, class Submit, class Token>
+  auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code, Values...)>(
+        [](auto handler, std::shared_ptr<core> c, executor_type executor,
+           asio::cancellation_type honoured, Submit submit) {
+          auto done = detail::make_completion<Values...>(std::move(handler), executor,
+                                                         c->strand(), honoured);
+          auto& strand = c->strand();
+          asio::dispatch(strand, [c = std::move(c), done = std::move(done),
+                                  submit = std::move(submit)]() mutable {
+            submit(*c, std::move(done));
+          });
+        },
+        token, core_, executor_, honoured, std::move(submit));
+  }
+
+  executor_type executor_;
+  std::shared_ptr<core> core_;
+};
+
+}  // namespace zkasio

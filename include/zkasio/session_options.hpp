@@ -1,0 +1,41 @@
+// How a session is configured, and the states it goes through.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace zkasio {
+
+enum class session_state {
+  connecting,   // no session established yet (or a new one after expiry)
+  connected,    // the session is established and the connection healthy
+  suspended,    // the connection was lost: the session may still live on the server
+  expired,      // the server expired the session: its ephemeral nodes and watches are gone
+  auth_failed,  // authentication failed: the session is unusable
+  closed,       // closed by its owner
+};
+
+const char* to_string(session_state state) noexcept;
+
+struct session_options {
+  // "host:port[,host:port...][/chroot]"; only numeric loopback or real hosts, as given.
+  std::string hosts = "127.0.0.1:2181";
+  // Requested session timeout; the server clamps it to its min/max.
+  std::chrono::milliseconds session_timeout{10000};
+  // After expiry, start a new ZooKeeper session at once (generation() then
+  // counts up). Without it the session stays expired and every operation fails
+  // with error::session_expired.
+  bool reconnect_on_expiry = true;
+  // Reads (exists, get_data, get_children) that hit a connection loss are sent
+  // again after reconnecting, within this time from their start. Writes never are.
+  std::chrono::milliseconds read_retry_timeout{10000};
+  // The server's jute.maxbuffer: larger requests are refused before sending.
+  std::size_t max_request_bytes = 0xfffff;
+  // Where the C client's log lines go. None by default: nothing is printed.
+  std::function<void(std::string_view)> log;
+};
+
+}  // namespace zkasio

@@ -1,0 +1,59 @@
+// Drives one single-threaded C client handle from an Asio strand: the C
+// client's socket is watched with a stream_descriptor (released, never closed:
+// the socket is the C client's) and its timeouts with a steady_timer.
+#pragma once
+
+#include <sys/types.h>
+#include <zookeeper/zookeeper.h>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace zkasio::detail {
+
+class client_pump {
+ public:
+  using strand_type = asio::strand<asio::any_io_executor>;
+
+  // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
+  // (expired or authentication failed). `keep_alive` is held by every pending wait.
+  client_pump(const strand_type& strand, std::function<void()> on_unrecoverable);
+
+  void attach(zhandle_t* zh, std::shared_ptr<void> keep_alive);
+  // Cancels the waits and lets go of the socket without closing it.
+  void detach();
+  // Lets the C client do what it can now and waits for what it waits for.
+  // Call after every request submitted: the C client only sends
+  // opportunistically, and its interest may have changed.
+  void poke();
+  // The C client's socket, or -1.
+  int socket() const noexcept { return fd_; }
+
+ private:
+  void watch_socket(int fd);
+  void arm(int interest, const timeval& tv);
+  void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
+
+  zhandle_t* zh_ = nullptr;
+  std::shared_ptr<void> keep_alive_;
+  std::function<void()> on_unrecoverable_;
+  asio::posix::stream_descriptor socket_;
+  asio::steady_timer timer_;
+  int fd_ = -1;
+  dev_t fd_dev_ = 0;  // the fd number is recycled across reconnects: identify the socket by inode
+  ino_t fd_ino_ = 0;
+  std::uint64_t epoch_ = 0;  // counts socket changes; waits of an older socket are ignored
+  bool read_armed_ = false;
+  bool write_armed_ = false;
+  bool timer_armed_ = false;
+  asio::steady_timer::time_point timer_deadline_{};
+  bool pumping_ = false;  // poke() was re-entered from a C callback
+  bool poke_again_ = false;
+};
+
+}  // namespace zkasio::detail

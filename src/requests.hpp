@@ -1,0 +1,54 @@
+// A request handed to the C client: its context outlives the call and is
+// given back, exactly once, to the C callback (also with ZCLOSING from
+// zookeeper_close), which takes ownership again.
+#pragma once
+
+#include <memory>
+#include <tuple>
+
+#include "session_impl.hpp"
+
+namespace zkasio::detail {
+
+template <class... Values>
+struct request {
+  std::shared_ptr<session_impl> session;  // keeps the core alive while the C client holds this
+  completion_ptr<Values...> done;
+  session_core::clock::time_point submitted = session_core::clock::now();
+
+  void fail(int rc) { done->complete(session->translate(rc), Values{}...); }
+};
+
+// The C callback's side of a request context: owns it again, and records that
+// the server answered (unless `rc` says it did not).
+template <class Request>
+std::unique_ptr<Request> take_back(const void* context, int rc) {
+  std::unique_ptr<Request> r(static_cast<Request*>(const_cast<void*>(context)));
+  r->session->note_answer(rc, r->submitted);
+  return r;
+}
+
+// Completes `done` with `ec` when there is one: the request is not sent.
+template <class... Values>
+bool refused(const completion_ptr<Values...>& done, std::error_code ec) {
+  if (!ec) return false;
+  done->complete(ec, Values{}...);
+  return true;
+}
+
+// Hands `r` to the C client through `call` (a zoo_a* call with r as context);
+// on a synchronous failure the request completes with that error at once.
+template <class Request, class Call>
+void submit(std::unique_ptr<Request> r, Call call) {
+  if (r->done->done()) return;  // cancelled before it was sent
+  auto* session = r->session.get();
+  int rc = call(r.get());
+  if (rc != ZOK) {
+    r->fail(rc);
+    return;
+  }
+  r.release();  // the C client owns it until its callback
+  session->after_submit();
+}
+
+}  // namespace zkasio::detail

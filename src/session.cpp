@@ -1,0 +1,23 @@
+#include <zkasio/session.hpp>
+
+namespace zkasio {
+
+session::session(const executor_type& executor, session_options options)
+    : executor_(executor), core_(detail::session_core::make(executor, std::move(options))) {}
+
+session::~session() {
+  if (core_) {
+    asio::dispatch(core_->strand(), [c = core_] { c->abandon(); });
+  }
+}
+
+session& session::operator=(session&& other) noexcept {
+  if (this != &other) {
+    session old(std::move(*this));
+    executor_ = std::move(other.executor_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+}  // namespace zkasio

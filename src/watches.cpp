@@ -1,0 +1,235 @@
+// One-shot watches. Waiters on the same path and kind share one watch_point,
+// which holds at most one watch on the server (one C watcher object, the point
+// itself as its context) and at most one request in flight. A point lives
+// until no waiter, no C watcher object and no request refers to it.
+//
+// Withdrawing: the last waiter gone, a registered point sends
+// remove_all_watches for its path and kind (zoo_aremove_watches would only
+// remove it locally). The point leaves the index at that moment, so a later
+// waiter's get-with-watch is ordered after the removal by the session's
+// request order and is not removed with it. If the removal fails, the watcher
+// object is removed locally, so the C client does not set it again on
+// reconnection.
+#include <asio/post.hpp>
+
+#include "requests.hpp"
+#include "session_impl.hpp"
+
+namespace zkasio::detail {
+namespace {
+
+struct watch_request {
+  std::shared_ptr<session_impl> session;
+  session_impl::watch_point* point;
+  session_core::clock::time_point submitted = session_core::clock::now();
+};
+
+ZooWatcherType c_watch_type(session_impl::watch_kind kind) {
+  return kind == session_impl::watch_kind::data ? ZWATCHTYPE_DATA : ZWATCHTYPE_CHILD;
+}
+
+std::int32_t version_of(const session_impl::watch_point& point) {
+  return point.kind == session_impl::watch_kind::data ? point.last.version : point.last.cversion;
+}
+
+event_type change_of(session_impl::watch_kind kind) {
+  return kind == session_impl::watch_kind::data ? event_type::data_changed
+                                                : event_type::children_changed;
+}
+
+}  // namespace
+
+void session_impl::wait_deleted(std::string path, completion_ptr<> done) {
+  if (refused(done, admit(path))) return;
+  add_waiter(watch_kind::data, std::move(path), {.deleted = std::move(done)});
+}
+
+void session_impl::wait_data_changed(std::string path, std::int32_t known_version,
+                                     completion_ptr<event_type> done) {
+  if (refused(done, admit(path))) return;
+  add_waiter(watch_kind::data, std::move(path),
+             {.changed = std::move(done), .known_version = known_version});
+}
+
+void session_impl::wait_children_changed(std::string path, std::int32_t known_cversion,
+                                         completion_ptr<event_type> done) {
+  if (refused(done, admit(path))) return;
+  add_waiter(watch_kind::children, std::move(path),
+             {.changed = std::move(done), .known_version = known_cversion});
+}
+
+void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter waiter) {
+  auto key = std::make_pair(kind, path);
+  watch_point* point;
+  if (auto found = index_.find(key); found != index_.end()) {
+    point = found->second;
+  } else {
+    auto self = points_.emplace(points_.end());
+    point = &*self;
+    point->owner = this;
+    point->self = self;
+    point->path = std::move(path);
+    point->kind = kind;
+    index_.emplace(std::move(key), point);
+  }
+  auto it = point->waiters.insert(point->waiters.end(), std::move(waiter));
+  auto withdraw = [this, point, it] {
+    point->waiters.erase(it);
+    withdraw_if_idle(point);
+  };
+  if (it->deleted) it->deleted->on_cancel = withdraw;
+  else it->changed->on_cancel = withdraw;
+
+  if (point->registered) {
+    // The watch is set and has not fired: the node is as the last reply said.
+    if (it->changed && it->known_version != any_version && it->known_version != version_of(*point))
+      it->changed->complete({}, change_of(kind));
+    withdraw_if_idle(point);
+  } else if (!point->arming && connected()) {
+    arm(point);
+  }
+  // Not connected: armed once connected (on_session_event).
+}
+
+void session_impl::arm(watch_point* point) {
+  point->arming = true;
+  auto r = std::make_unique<watch_request>(watch_request{shared_from_this(), point});
+  log_scope scope(options_);
+  int rc;
+  if (point->kind == watch_kind::data) {
+    rc = zoo_awget(
+        zh_, point->path.c_str(), &session_impl::node_watcher, point,
+        [](int rc, const char*, int, const Stat* st, const void* context) {
+          auto r = take_back<watch_request>(context, rc);
+          r->session->on_watch_reply(r->point, rc, st);
+        },
+        r.get());
+  } else {
+    rc = zoo_awget_children2(
+        zh_, point->path.c_str(), &session_impl::node_watcher, point,
+        [](int rc, const String_vector*, const Stat* st, const void* context) {
+          auto r = take_back<watch_request>(context, rc);
+          r->session->on_watch_reply(r->point, rc, st);
+        },
+        r.get());
+  }
+  if (rc != ZOK) {
+    point->arming = false;
+    settle(point, translate(rc), std::nullopt);
+    withdraw_if_idle(point);
+    return;
+  }
+  r.release();
+  after_submit();
+}
+
+void session_impl::on_watch_reply(watch_point* point, int rc, const Stat* st) {
+  point->arming = false;
+  if (rc == ZOK) {
+    point->registered = true;
+    point->last = to_stat(st);
+    for (auto& w : point->waiters)
+      if (w.changed && w.known_version != any_version && w.known_version != version_of(*point))
+        w.changed->complete({}, change_of(point->kind));
+  } else if (rc == ZNONODE) {
+    // No watch was set (get_data and get_children set none on a missing node).
+    for (auto& w : point->waiters) {
+      if (w.deleted) w.deleted->complete({});
+      else if (w.known_version != any_version) w.changed->complete({}, event_type::deleted);
+      else w.changed->complete(make_error_code(error::no_node), event_type{});
+    }
+  } else if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+    // Set again once connected; waiters wait on (they have no deadline of their own).
+    if (connected() && !point->waiters.empty()) arm(point);
+  } else {
+    settle(point, translate(rc), std::nullopt);
+  }
+  withdraw_if_idle(point);
+}
+
+void session_impl::node_watcher(zhandle_t*, int type, int, const char*, void* context) {
+  if (type == ZOO_SESSION_EVENT) return;  // session state is the session watcher's business
+  auto* point = static_cast<watch_point*>(context);
+  point->owner->on_watch_event(point, type);
+}
+
+void session_impl::on_watch_event(watch_point* point, int type) {
+  point->registered = false;
+  event_type event = type == ZOO_DELETED_EVENT   ? event_type::deleted
+                     : type == ZOO_CHANGED_EVENT ? event_type::data_changed
+                     : type == ZOO_CHILD_EVENT   ? event_type::children_changed
+                                                 : event_type::created;
+  settle(point, {}, event);
+  // Deletion waiters outlive a data change: set the watch again.
+  if (!point->waiters.empty() && !point->arming) arm(point);
+  withdraw_if_idle(point);
+}
+
+void session_impl::settle(watch_point* point, std::error_code ec, std::optional<event_type> event) {
+  for (auto& w : point->waiters) {
+    if (w.deleted) {
+      if (ec || event == event_type::deleted) w.deleted->complete(ec);
+    } else {
+      w.changed->complete(ec, event.value_or(event_type{}));
+    }
+  }
+}
+
+void session_impl::withdraw_if_idle(watch_point* point) {
+  point->waiters.remove_if([](const watch_waiter& w) { return w.done(); });
+  if (!point->waiters.empty() || point->arming || point->removing) return;
+  if (point->indexed) {
+    index_.erase({point->kind, point->path});
+    point->indexed = false;
+  }
+  if (point->registered && zh_) {
+    point->removing = true;
+    auto r = std::make_unique<watch_request>(watch_request{shared_from_this(), point});
+    log_scope scope(options_);
+    void_completion_t removed = [](int rc, const void* context) {
+      auto r = take_back<watch_request>(context, rc);
+      r->session->on_watches_removed(r->point, rc);
+    };
+    // The 3.8 header declares a pointer to the completion, but the client uses
+    // the pointer as the completion itself.
+    int rc = zoo_aremove_all_watches(zh_, point->path.c_str(), c_watch_type(point->kind), 0,
+                                     reinterpret_cast<void_completion_t*>(removed), r.get());
+    if (rc == ZOK) {
+      r.release();
+      after_submit();
+      return;
+    }
+    point->removing = false;
+    on_watches_removed(point, rc);
+    return;
+  }
+  free_if_unused(point);
+}
+
+void session_impl::on_watches_removed(watch_point* point, int rc) {
+  point->removing = false;
+  if (rc == ZOK) {
+    point->registered = false;  // the C client dropped its watcher objects for the path
+  } else if (point->registered && zh_) {
+    zoo_aremove_watches(zh_, point->path.c_str(), c_watch_type(point->kind),
+                        &session_impl::node_watcher, point, 1, nullptr, nullptr);
+    point->registered = false;
+  }
+  free_if_unused(point);
+}
+
+void session_impl::free_if_unused(watch_point* point) {
+  if (point->indexed || point->registered || point->arming || point->removing ||
+      !point->waiters.empty())
+    return;
+  points_.erase(point->self);
+}
+
+void session_impl::drop_all_watches(std::error_code ec) {
+  for (auto& point : points_) {
+    settle(&point, ec, std::nullopt);
+    point.waiters.clear();
+  }
+}
+
+}  // namespace zkasio::detail

@@ -1,0 +1,60 @@
+// Running coroutines in tests: every run is bounded, so a bug fails the test
+// instead of hanging the suite.
+#pragma once
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace zkasio::test {
+
+// Runs `task` on `io` (its other work included) until the task finishes, and
+// returns its result; throws if `timeout` passes first or the task threw.
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> task,
+      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  std::optional<T> result;
+  std::exception_ptr error;
+  bool done = false;
+  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T value) {
+    done = true;
+    error = e;
+    if (!e) result.emplace(std::move(value));
+  });
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_one_until(deadline);
+  }
+  if (!done) throw std::runtime_error("the task did not finish within " +
+                                      std::to_string(timeout.count()) + " ms");
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
+}
+
+inline void run(asio::io_context& io, asio::awaitable<void> task,
+                std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  run(io, [](asio::awaitable<void> t) -> asio::awaitable<bool> {
+    co_await std::move(t);
+    co_return true;
+  }(std::move(task)), timeout);
+}
+
+// Runs `io` until `done()` holds; false if `timeout` passed first.
+template <class Predicate>
+bool run_until(asio::io_context& io, Predicate done,
+               std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_one_until(deadline);
+  }
+  return done();
+}
+
+}  // namespace zkasio::test

@@ -1,0 +1,56 @@
+// A loopback TCP proxy that tests put between a ZooKeeper client and a server
+// to cut, stall or blackhole that one client deterministically.
+//
+// It understands ZooKeeper's framing (4-byte big-endian length, then the body;
+// on each connection the first frame each way is the session handshake, every
+// later client frame starts with xid and op type, every later server frame with
+// xid, zxid and err), so it can act on "the next request" and "its reply".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace zkasio::test {
+
+class tcp_proxy {
+ public:
+  // Listens on 127.0.0.1 (a free port) and forwards each accepted connection to
+  // `upstream` ("127.0.0.1:port"). Runs on its own thread until destroyed.
+  explicit tcp_proxy(std::string upstream);
+  ~tcp_proxy();
+  tcp_proxy(const tcp_proxy&) = delete;
+  tcp_proxy& operator=(const tcp_proxy&) = delete;
+
+  std::string address() const;  // "127.0.0.1:port": give this to the client
+
+  // Forward both ways (the initial mode). Replies held back are delivered first.
+  void pass();
+  // Keep every server-to-client frame back (in order) until pass() or a drop.
+  // Requests still reach the server.
+  void hold_replies();
+  // Close every connection through the proxy now (held replies are discarded).
+  void drop_now();
+  // While refusing, new connections are accepted and closed at once, so the
+  // client cannot reach the server (a network partition for this client only).
+  void refuse_connections(bool refuse);
+  // Arm a cut: the next client request (a frame with xid >= 0; of type `op_type`
+  // when given, e.g. ZOO_CREATE_OP = 1, ZOO_CREATE2_OP = 15) is forwarded to the
+  // server; when the server's reply to it (same xid) arrives, that reply is
+  // discarded and the connection is closed. The request has therefore been
+  // executed by the server but the client never learns its result.
+  void drop_after_next_request(std::optional<std::int32_t> op_type = std::nullopt);
+  // Waits until an armed cut has happened; false if `timeout` passed first.
+  bool wait_cut(std::chrono::milliseconds timeout);
+
+  std::size_t connections_accepted() const;
+  std::size_t connections_open() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace zkasio::test

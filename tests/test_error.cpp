@@ -1,0 +1,47 @@
+// The error mapping: every ZooKeeper code converts by value, has a message of
+// its own, and belongs to the right condition.
+#include <doctest/doctest.h>
+#include <zookeeper/zookeeper.h>
+
+#include <set>
+#include <zkasio/error.hpp>
+
+using zkasio::condition;
+using zkasio::error;
+
+TEST_CASE("every ZooKeeper error code has a zkasio error with the same value and a message") {
+  const int codes[] = {ZSYSTEMERROR, ZRUNTIMEINCONSISTENCY, ZDATAINCONSISTENCY, ZCONNECTIONLOSS,
+                       ZMARSHALLINGERROR, ZUNIMPLEMENTED, ZOPERATIONTIMEOUT, ZBADARGUMENTS,
+                       ZINVALIDSTATE, ZNEWCONFIGNOQUORUM, ZRECONFIGINPROGRESS, ZSSLCONNECTIONERROR,
+                       ZAPIERROR, ZNONODE, ZNOAUTH, ZBADVERSION, ZNOCHILDRENFOREPHEMERALS,
+                       ZNODEEXISTS, ZNOTEMPTY, ZSESSIONEXPIRED, ZINVALIDCALLBACK, ZINVALIDACL,
+                       ZAUTHFAILED, ZCLOSING, ZNOTHING, ZSESSIONMOVED, ZNOTREADONLY,
+                       ZEPHEMERALONLOCALSESSION, ZNOWATCHER, ZRECONFIGDISABLED,
+                       ZSESSIONCLOSEDREQUIRESASLAUTH, ZTHROTTLEDOP};
+  std::set<std::string> messages;
+  for (int code : codes) {
+    std::error_code ec = static_cast<error>(code);
+    CAPTURE(code);
+    CHECK(ec.category().name() == std::string("zkasio"));
+    CHECK(ec.message().find("unknown") == std::string::npos);
+    messages.insert(ec.message());
+  }
+  CHECK(messages.size() == std::size(codes));  // no two codes share a message
+  CHECK(std::error_code(error::no_node).message() == "node does not exist");
+  CHECK(std::error_code(static_cast<error>(-999)).message() == "unknown zkasio error -999");
+}
+
+TEST_CASE("error conditions group errors by what the caller should do") {
+  CHECK(std::error_code(error::connection_loss) == condition::retryable);
+  CHECK(std::error_code(error::operation_timeout) == condition::retryable);
+  CHECK(std::error_code(error::session_expired) == condition::session_gone);
+  CHECK(std::error_code(error::auth_failed) == condition::session_gone);
+  CHECK(std::error_code(error::session_closed) == condition::session_gone);
+  CHECK(std::error_code(error::invalid_path) == condition::caller_fault);
+  CHECK(std::error_code(error::bad_arguments) == condition::caller_fault);
+  CHECK(std::error_code(error::request_too_large) == condition::caller_fault);
+  CHECK(std::error_code(error::no_node) != condition::retryable);
+  CHECK(std::error_code(error::no_node) != condition::caller_fault);
+  CHECK(std::error_code(error::connection_loss) != condition::session_gone);
+  CHECK(std::error_condition(condition::retryable).message().find("retryable") == 0);
+}
