@@ -26,7 +26,7 @@ void log_scope::forward(const char* message) {
 
 // ---------------------------------------------------------------- helpers
 
-stat to_stat(const Stat* s) {
+node_stat to_stat(const Stat* s) {
   if (!s) return {};
   return {.czxid = s->czxid,
           .mzxid = s->mzxid,
@@ -157,8 +157,7 @@ void session_impl::on_session_event(int state) {
       if (point.indexed && !point.waiters.empty() && !point.registered && !point.arming) arm(&point);
     start_heartbeat();
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
-    // The pump learns the same from zookeeper_interest; handled there, once,
-    // outside the C client.
+    // Not from inside the C client: the handle may be closed and replaced.
     asio::post(strand_, [self = shared_from_this()] { self->on_unrecoverable(); });
   } else if (this->state() == session_state::connected) {
     set_state(session_state::suspended);
@@ -166,7 +165,11 @@ void session_impl::on_session_event(int state) {
 }
 
 void session_impl::on_unrecoverable() {
-  if (!zh_ || closing_) return;
+  // Reported twice (the session event and zookeeper_interest); the second
+  // report finds the handle replaced or already dealt with.
+  if (!zh_ || closing_ || is_unrecoverable(zh_) != ZINVALIDSTATE ||
+      state() == session_state::expired || state() == session_state::auth_failed)
+    return;
   if (zoo_state(zh_) == ZOO_AUTH_FAILED_STATE) {
     set_state(session_state::auth_failed);
     fail_everything(make_error_code(error::auth_failed));
@@ -343,15 +346,15 @@ void session_impl::remove(std::string path, std::int32_t version, completion_ptr
 }
 
 void session_impl::set_data(std::string path, std::string data, std::int32_t version,
-                            completion_ptr<stat> done) {
+                            completion_ptr<node_stat> done) {
   if (refused(done, admit(path, false, header_bytes + request_size(op::set_data{path, data, version}))))
     return;
   log_scope scope(options_);
-  submit(std::make_unique<request<stat>>(request<stat>{shared_from_this(), done}), [&](auto* r) {
+  submit(std::make_unique<request<node_stat>>(request<node_stat>{shared_from_this(), done}), [&](auto* r) {
     return zoo_aset(
         zh_, path.c_str(), data.data(), static_cast<int>(data.size()), version,
         [](int rc, const Stat* st, const void* context) {
-          auto r = take_back<request<stat>>(context, rc);
+          auto r = take_back<request<node_stat>>(context, rc);
           if (rc != ZOK) return r->fail(rc);
           r->done->complete({}, to_stat(st));
         },
@@ -531,10 +534,10 @@ void send_read(const std::shared_ptr<session_impl>& s, std::string path,
 
 }  // namespace
 
-void session_impl::exists(std::string path, completion_ptr<std::optional<stat>> done) {
+void session_impl::exists(std::string path, completion_ptr<std::optional<node_stat>> done) {
   if (refused(done, admit(path))) return;
   log_scope scope(options_);
-  using result = std::optional<stat>;
+  using result = std::optional<node_stat>;
   auto send = [](zhandle_t* zh, auto* r) {
     using req = std::remove_pointer_t<decltype(r)>;
     return zoo_aexists(

@@ -18,7 +18,7 @@
 
 namespace zkasio::detail {
 
-stat to_stat(const Stat* s);
+node_stat to_stat(const Stat* s);
 
 class session_impl final : public session_core,
                            public std::enable_shared_from_this<session_impl> {
@@ -34,10 +34,10 @@ class session_impl final : public session_core,
   void create(std::string path, std::string data, create_options options,
               completion_ptr<created> done) override;
   void remove(std::string path, std::int32_t version, completion_ptr<> done) override;
-  void exists(std::string path, completion_ptr<std::optional<stat>> done) override;
+  void exists(std::string path, completion_ptr<std::optional<node_stat>> done) override;
   void get_data(std::string path, completion_ptr<node_data> done) override;
   void set_data(std::string path, std::string data, std::int32_t version,
-                completion_ptr<stat> done) override;
+                completion_ptr<node_stat> done) override;
   void get_children(std::string path, completion_ptr<children> done) override;
   void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) override;
   void wait_deleted(std::string path, completion_ptr<> done) override;
@@ -81,7 +81,7 @@ class session_impl final : public session_core,
     bool registered = false;   // the C client holds a watcher object for it
     bool arming = false;       // a get-with-watch request is in flight
     bool removing = false;     // a remove-watches request is in flight
-    stat last;                 // the node as of the last arming reply
+    node_stat last;                 // the node as of the last arming reply
   };
   void on_watch_reply(watch_point* point, int rc, const Stat* st);
   void on_watch_event(watch_point* point, int type);

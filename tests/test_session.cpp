@@ -14,6 +14,7 @@
 #include <zkasio/session.hpp>
 
 #include "support/async.hpp"
+#include "support/session_test.hpp"
 #include "support/zk_servers.hpp"
 
 using namespace zkasio;
@@ -22,33 +23,9 @@ using namespace std::chrono_literals;
 using asio::awaitable;
 using asio::use_awaitable;
 
-namespace {
-
-std::string unique_path(const std::string& name) {
-  static std::atomic<int> counter{0};
-  return "/session-" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
-}
-
-session_options options_for(const std::string& hosts) {
-  session_options o;
-  o.hosts = hosts;
-  o.session_timeout = 4s;
-  return o;
-}
-
-// An error code from an awaited operation, for the tests of failures.
-template <class Op>
-awaitable<std::error_code> error_of(Op op) {
-  std::error_code ec;
-  co_await op(asio::redirect_error(use_awaitable, ec));
-  co_return ec;
-}
-
-}  // namespace
-
 TEST_CASE("a session connects and reports its state, id and timeout") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
+  session s(io, test_options(shared_hosts()));
   run(io, s.async_connect(use_awaitable));
   CHECK(s.state() == session_state::connected);
   CHECK(s.id() != 0);
@@ -61,8 +38,8 @@ TEST_CASE("a session connects and reports its state, id and timeout") {
 
 TEST_CASE("create, read, update and delete a node") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("crud");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-crud");
   run(io, [&]() -> awaitable<void> {
     auto made = co_await s.async_create(path, "one", use_awaitable);
     CHECK(made.path == path);
@@ -97,9 +74,9 @@ TEST_CASE("create, read, update and delete a node") {
 
 TEST_CASE("create modes: ephemeral, sequential, container, ACL") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  session other(io, options_for(shared_hosts()));
-  auto dir = unique_path("modes");
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto dir = unique_path("session-modes");
   run(io, [&]() -> awaitable<void> {
     // Options are named before co_await: g++ 12 destroys a braced temporary
     // in a co_await expression twice.
@@ -141,8 +118,8 @@ TEST_CASE("create modes: ephemeral, sequential, container, ACL") {
 
 TEST_CASE("the server's errors in normal use") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("errors");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-errors");
   run(io, [&]() -> awaitable<void> {
     CHECK(co_await error_of([&](auto t) { return s.async_get_data(path, t); }) == error::no_node);
     CHECK(co_await error_of([&](auto t) { return s.async_remove(path, t); }) == error::no_node);
@@ -176,7 +153,7 @@ TEST_CASE("the server's errors in normal use") {
 TEST_CASE("bad input is refused before anything is sent, with the path named") {
   asio::io_context io;
   std::vector<std::string> logged;
-  auto o = options_for(shared_hosts());
+  auto o = test_options(shared_hosts());
   o.log = [&](std::string_view line) { logged.emplace_back(line); };
   session s(io, o);
   const std::string bad_paths[] = {"",     "a/b",   "/a/",     "/a//b", "/a/./b", "/a/../b",
@@ -202,7 +179,7 @@ TEST_CASE("bad input is refused before anything is sent, with the path named") {
 
     // Over jute.maxbuffer: refused before sending (the server would drop the
     // connection), alone or counted whole in a multi.
-    auto path = unique_path("big");
+    auto path = unique_path("session-big");
     std::string big(0xfffff, 'x');
     CHECK(co_await error_of([&](auto t) { return s.async_create(path, big, t); }) ==
           error::request_too_large);
@@ -221,8 +198,8 @@ TEST_CASE("bad input is refused before anything is sent, with the path named") {
 
 TEST_CASE("multi applies all operations or none") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("multi");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-multi");
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", use_awaitable);
     // (Vectors built before co_await: g++ 12 cannot keep an initializer list across one.)
@@ -249,8 +226,8 @@ TEST_CASE("multi applies all operations or none") {
 
 TEST_CASE("every completion token works") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("tokens");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-tokens");
 
   // A plain callback, run on the session's executor.
   std::optional<std::error_code> callback_ec;
@@ -293,8 +270,8 @@ TEST_CASE("every completion token works") {
 
 TEST_CASE("1,000 concurrent operations from one coroutine") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("many");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-many");
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", use_awaitable);
     int completed = 0, failed = 0;
@@ -315,8 +292,8 @@ TEST_CASE("1,000 concurrent operations from one coroutine") {
 
 TEST_CASE("closing: pending and later operations fail with session_closed") {
   asio::io_context io;
-  session s(io, options_for(shared_hosts()));
-  auto path = unique_path("closing");
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("session-closing");
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", use_awaitable);
     std::optional<std::error_code> waited;
@@ -333,14 +310,14 @@ TEST_CASE("closing: pending and later operations fail with session_closed") {
     CHECK(*waited == error::session_closed);
     CHECK(*waited == condition::session_gone);
   }());
-  session cleanup(io, options_for(shared_hosts()));
+  session cleanup(io, test_options(shared_hosts()));
   run(io, cleanup.async_remove(path, use_awaitable));
 }
 
 TEST_CASE("nothing is printed by default; a log sink receives the C client's lines") {
   asio::io_context io;
   std::vector<std::string> lines;
-  auto o = options_for(shared_hosts());
+  auto o = test_options(shared_hosts());
   o.log = [&](std::string_view line) { lines.emplace_back(line); };
   {
     session s(io, o);

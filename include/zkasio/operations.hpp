@@ -16,7 +16,7 @@ namespace zkasio {
 inline constexpr std::int32_t any_version = -1;
 
 // A node's metadata (ZooKeeper's Stat).
-struct stat {
+struct node_stat {
   std::int64_t czxid = 0;            // zxid of the create; orders grants, survives parent re-creation
   std::int64_t mzxid = 0;            // zxid of the last data change
   std::int64_t pzxid = 0;            // zxid of the last child change
@@ -28,7 +28,7 @@ struct stat {
   std::int64_t ephemeral_owner = 0;  // session id of an ephemeral node's owner, else 0
   std::int32_t data_length = 0;
   std::int32_t num_children = 0;
-  bool operator==(const stat&) const = default;
+  bool operator==(const node_stat&) const = default;
 };
 
 enum class create_mode {
@@ -58,22 +58,27 @@ acl read_acl_unsafe();  // world:anyone, read only
 acl creator_all_acl();  // auth: all permissions for the authenticated creator
 
 struct create_options {
-  create_mode mode = create_mode::persistent;
-  acl access = open_acl_unsafe();
+  // A constructor, not an aggregate: g++ 12 destroys an aggregate temporary
+  // with default member initializers twice when it is an argument in a
+  // co_await expression, as in `co_await s.async_create(p, d, {mode}, ...)`.
+  create_options(create_mode mode = create_mode::persistent, acl access = open_acl_unsafe())
+      : mode(mode), access(std::move(access)) {}
+  create_mode mode;
+  acl access;
 };
 
 // Results.
 struct created {
   std::string path;  // the actual path (with the sequence suffix for sequential modes)
-  zkasio::stat stat;
+  node_stat stat;
 };
 struct node_data {
   std::string data;
-  zkasio::stat stat;
+  node_stat stat;
 };
 struct children {
   std::vector<std::string> names;  // in the server's order (unsorted)
-  zkasio::stat stat;               // of the parent
+  node_stat stat;               // of the parent
 };
 
 // Multi-operations: all succeed or none is applied.
@@ -105,7 +110,7 @@ using multi_op = std::variant<op::check, op::create, op::remove, op::set_data>;
 struct op_result {
   std::error_code error;
   std::string path;   // op::create: the created path
-  zkasio::stat stat;  // op::set_data: the node's new stat
+  node_stat stat;  // op::set_data: the node's new stat
 };
 
 // Watches.

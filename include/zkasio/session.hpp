@@ -129,9 +129,9 @@ class session {
   }
 
   // The node's stat, or nullopt when it does not exist. void(error_code, optional<stat>)
-  template <class Token = default_token<void(std::error_code, std::optional<stat>)>>
+  template <class Token = default_token<void(std::error_code, std::optional<node_stat>)>>
   auto async_exists(std::string_view path, Token&& token = {}) {
-    return initiate<std::optional<stat>>(detail::read_cancellation,
+    return initiate<std::optional<node_stat>>(detail::read_cancellation,
                                          [path = std::string(path)](core& c, auto done) mutable {
                                            c.exists(std::move(path), std::move(done));
                                          },
@@ -148,15 +148,15 @@ class session {
   }
 
   // The node's new stat. void(error_code, stat)
-  template <class Token = default_token<void(std::error_code, stat)>>
+  template <class Token = default_token<void(std::error_code, node_stat)>>
     requires detail::token_not<Token, std::int32_t>
   auto async_set_data(std::string_view path, std::string_view data, Token&& token = {}) {
     return async_set_data(path, data, any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code, stat)>>
+  template <class Token = default_token<void(std::error_code, node_stat)>>
   auto async_set_data(std::string_view path, std::string_view data, std::int32_t version,
                       Token&& token = {}) {
-    return initiate<stat>(detail::write_cancellation,
+    return initiate<node_stat>(detail::write_cancellation,
                           [path = std::string(path), data = std::string(data), version](core& c, auto done) mutable {
                             c.set_data(std::move(path), std::move(data), version, std::move(done));
                           },

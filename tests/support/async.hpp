@@ -4,6 +4,8 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <exception>
@@ -56,5 +58,33 @@ bool run_until(asio::io_context& io, Predicate done,
   }
   return done();
 }
+
+// Something a test waits for: callbacks count towards it, a coroutine awaits
+// it with a bound.
+class test_event {
+ public:
+  explicit test_event(const asio::any_io_executor& executor, int needed = 1)
+      : timer_(executor, asio::steady_timer::time_point::max()), needed_(needed) {}
+
+  void count() {
+    if (++count_ >= needed_) timer_.cancel();
+  }
+  int counted() const { return count_; }
+  bool happened() const { return count_ >= needed_; }
+
+  // True once it happened; false when `timeout` passed first.
+  asio::awaitable<bool> wait(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    if (happened()) co_return true;
+    timer_.expires_after(timeout);
+    std::error_code ec;
+    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return happened();
+  }
+
+ private:
+  asio::steady_timer timer_;
+  int needed_;
+  int count_ = 0;
+};
 
 }  // namespace zkasio::test

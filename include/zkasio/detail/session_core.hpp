@@ -48,10 +48,10 @@ class session_core {
   virtual void create(std::string path, std::string data, create_options options,
                       completion_ptr<created> done) = 0;
   virtual void remove(std::string path, std::int32_t version, completion_ptr<> done) = 0;
-  virtual void exists(std::string path, completion_ptr<std::optional<stat>> done) = 0;
+  virtual void exists(std::string path, completion_ptr<std::optional<node_stat>> done) = 0;
   virtual void get_data(std::string path, completion_ptr<node_data> done) = 0;
   virtual void set_data(std::string path, std::string data, std::int32_t version,
-                        completion_ptr<stat> done) = 0;
+                        completion_ptr<node_stat> done) = 0;
   virtual void get_children(std::string path, completion_ptr<children> done) = 0;
   virtual void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) = 0;
   virtual void wait_deleted(std::string path, completion_ptr<> done) = 0;

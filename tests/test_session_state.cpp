@@ -1,0 +1,337 @@
+// Session state against private servers that the tests pause, cut off,
+// restart and let expire sessions: suspended, expired, reconnected, and what
+// pending operations see meanwhile.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <thread>
+#include <zkasio/session.hpp>
+
+#include "support/async.hpp"
+#include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using asio::awaitable;
+using asio::use_awaitable;
+
+namespace {
+
+// Waits until the session's state is `wanted` (bounded).
+awaitable<bool> reach(session& s, session_state wanted, std::chrono::milliseconds timeout = 15s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (s.state() != wanted) {
+    asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+    auto r = co_await (s.async_wait_state_change(s.state(), use_awaitable) ||
+                       timer.async_wait(use_awaitable));
+    if (r.index() == 1) co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace
+
+TEST_CASE("a paused server suspends the session; resumed, it reconnects to the same session") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 2s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    auto id = s.id();
+    co_await s.async_create("/eph", "", create_options{create_mode::ephemeral}, use_awaitable);
+    servers.pause();
+    CHECK(co_await reach(s, session_state::suspended));
+
+    // Terminal cancellation while the server cannot answer: at once.
+    asio::steady_timer timer(io, 100ms);
+    auto r = co_await (s.async_get_data("/eph", use_awaitable) || timer.async_wait(use_awaitable));
+    CHECK(r.index() == 1);
+    std::error_code ec;
+    asio::steady_timer timer2(io, 100ms);
+    auto w = co_await (s.async_create("/x", "", use_awaitable) || timer2.async_wait(use_awaitable));
+    CHECK(w.index() == 1);
+
+    servers.resume();
+    CHECK(co_await reach(s, session_state::connected));
+    CHECK(s.id() == id);
+    CHECK(s.generation() == 0);
+    CHECK((co_await s.async_exists("/eph", use_awaitable)).has_value());
+    (void)ec;
+  }());
+}
+
+TEST_CASE("operations in flight while the server is paused: each cancellation type") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 10s));
+  run(io, s.async_connect(use_awaitable));
+  run(io, s.async_create("/node", "", use_awaitable));
+  servers.pause();
+
+  auto cancel_with = [&](asio::cancellation_type type, auto start) {
+    asio::cancellation_signal signal;
+    std::optional<std::error_code> result;
+    start(asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, auto&&...) {
+      result = ec;
+    }));
+    signal.emit(type);
+    run_until(io, [&] { return result.has_value(); }, 5s);
+    return result;
+  };
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                    asio::cancellation_type::total}) {
+    CAPTURE(static_cast<int>(type));
+    for (auto* name : {"get_data", "get_children", "exists", "wait_deleted"}) {
+      CAPTURE(name);
+      auto result = cancel_with(type, [&](auto token) {
+        std::string op = name;
+        if (op == "get_data") s.async_get_data("/node", token);
+        else if (op == "get_children") s.async_get_children("/node", token);
+        else if (op == "exists") s.async_exists("/node", token);
+        else s.async_wait_deleted("/node", token);
+      });
+      REQUIRE(result.has_value());
+      CHECK(*result == asio::error::operation_aborted);
+    }
+  }
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    for (auto* name : {"create", "set_data", "remove", "multi"}) {
+      CAPTURE(name);
+      auto result = cancel_with(type, [&](auto token) {
+        std::string op = name;
+        if (op == "create") s.async_create("/new", "", token);
+        else if (op == "set_data") s.async_set_data("/node", "x", token);
+        else if (op == "remove") s.async_remove("/absent", token);
+        else s.async_multi({op::check{"/node"}}, token);
+      });
+      REQUIRE(result.has_value());
+      CHECK(*result == asio::error::operation_aborted);
+    }
+  }
+  // Total cancellation promises no side effects, which a write already sent
+  // cannot: it is not honoured, and the write completes once the server answers.
+  asio::cancellation_signal signal;
+  std::optional<std::error_code> write_result;
+  s.async_set_data("/node", "total", asio::bind_cancellation_slot(
+                                         signal.slot(), [&](std::error_code ec, node_stat) {
+                                           write_result = ec;
+                                         }));
+  signal.emit(asio::cancellation_type::total);
+  servers.resume();
+  REQUIRE(run_until(io, [&] { return write_result.has_value(); }, 10s));
+  CHECK(!*write_result);
+}
+
+TEST_CASE("reads are sent again after a connection loss; writes are not") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/data", "kept", use_awaitable);
+    proxy.hold_replies();
+    std::optional<std::error_code> read_ec, write_ec;
+    node_data read;
+    test_event both(io.get_executor(), 2);
+    s.async_get_data("/data", [&](std::error_code ec, node_data d) {
+      read_ec = ec;
+      read = std::move(d);
+      both.count();
+    });
+    s.async_create("/written", "", [&](std::error_code ec, created) {
+      write_ec = ec;
+      both.count();
+    });
+    proxy.drop_now();
+    proxy.pass();
+    CHECK(co_await both.wait());
+    REQUIRE(write_ec.has_value());
+    CHECK(*write_ec == error::connection_loss);
+    CHECK(*write_ec == condition::retryable);
+    REQUIRE(read_ec.has_value());
+    CHECK(!*read_ec);
+    CHECK(read.data == "kept");
+  }());
+}
+
+TEST_CASE("a lost create reply: the node exists although the create failed") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    proxy.drop_after_next_request(15);  // ZOO_CREATE2_OP
+    std::error_code ec;
+    co_await s.async_create("/lost-reply", "", asio::redirect_error(use_awaitable, ec));
+    CHECK(proxy.wait_cut(5s));
+    CHECK(ec == error::connection_loss);
+    co_await s.async_connect(use_awaitable);
+    CHECK((co_await s.async_exists("/lost-reply", use_awaitable)).has_value());
+  }());
+}
+
+TEST_CASE("session expiry: pending operations fail, a new session starts, generation counts") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 1s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
+    co_await observer.async_create("/theirs", "", use_awaitable);
+    auto first_id = s.id();
+    std::optional<std::error_code> pending;
+    test_event failed(io.get_executor());
+    s.async_wait_deleted("/theirs", [&](std::error_code ec) {
+      pending = ec;
+      failed.count();
+    });
+    co_await s.async_exists("/theirs", use_awaitable);
+
+    // Cut the client off until the server expires its session (the ephemeral
+    // node goes), then let it back.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    co_await observer.async_wait_deleted("/mine", use_awaitable);
+    proxy.refuse_connections(false);
+
+    CHECK(co_await failed.wait());
+    REQUIRE(pending.has_value());
+    CHECK(*pending == error::session_expired);
+    CHECK(*pending == condition::session_gone);
+    co_await s.async_connect(use_awaitable);
+    CHECK(s.generation() == 1);
+    CHECK(s.id() != first_id);
+    // The new session works.
+    co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
+  }());
+}
+
+TEST_CASE("without reconnect_on_expiry an expired session stays expired") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  auto o = test_options(proxy.address(), 1s);
+  o.reconnect_on_expiry = false;
+  session s(io, o);
+  session observer(io, test_options(servers.hosts(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    co_await observer.async_wait_deleted("/mine", use_awaitable);
+    proxy.refuse_connections(false);
+    CHECK(co_await reach(s, session_state::expired));
+    CHECK(co_await error_of([&](auto t) { return s.async_get_data("/", t); }) ==
+          error::session_expired);
+    CHECK(co_await error_of([&](auto t) { return s.async_connect(t); }) ==
+          error::session_expired);
+    co_await s.async_close(use_awaitable);
+  }());
+}
+
+TEST_CASE("a server restart: the session reconnects and lives on") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/eph", "", create_options{create_mode::ephemeral}, use_awaitable);
+    auto id = s.id();
+    servers.restart();
+    co_await s.async_connect(use_awaitable);
+    CHECK(co_await reach(s, session_state::connected));
+    CHECK((co_await s.async_exists("/eph", use_awaitable)).has_value());
+    CHECK(s.id() == id);
+  }());
+}
+
+TEST_CASE("an idle session keeps its last contact fresh with heartbeats") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 1200ms));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    auto first = s.last_contact();
+    // Idle for a whole session timeout: only the heartbeat talks to the server.
+    asio::steady_timer idle(io, s.negotiated_timeout());
+    co_await idle.async_wait(use_awaitable);
+    CHECK(s.last_contact() > first);
+    CHECK(std::chrono::steady_clock::now() - s.last_contact() < s.negotiated_timeout() / 2);
+  }());
+}
+
+TEST_CASE("closing over a dead connection does not stall the executor") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 10s));
+  run(io, s.async_connect(use_awaitable));
+  servers.pause();
+  // A ticker on the same executor: the longest gap between ticks is how long
+  // the executor was blocked.
+  auto longest = std::chrono::steady_clock::duration::zero();
+  bool closed = false;
+  run(io, [&]() -> awaitable<void> {
+    asio::co_spawn(io, s.async_close(use_awaitable), [&](std::exception_ptr) { closed = true; });
+    auto last = std::chrono::steady_clock::now();
+    while (!closed) {
+      asio::steady_timer tick(io, 20ms);
+      co_await tick.async_wait(use_awaitable);
+      auto now = std::chrono::steady_clock::now();
+      longest = std::max(longest, now - last);
+      last = now;
+    }
+  }());
+  CHECK(s.state() == session_state::closed);
+  CHECK(longest < 1s);  // zookeeper_close alone would block for seconds
+  servers.resume();
+}
+
+TEST_CASE("one session used from four threads") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts(), 10s));
+  const std::string dir = "/threads-" + std::to_string(getpid());
+  run(io, s.async_create(dir, "", use_awaitable));
+  std::atomic<int> done{0}, failures{0};
+  auto worker = [&](int id) -> awaitable<void> {
+    auto base = dir + "/w" + std::to_string(id);
+    for (int i = 0; i < 50; ++i) {
+      auto path = base + "-" + std::to_string(i);
+      co_await s.async_create(path, "v", use_awaitable);
+      auto d = co_await s.async_get_data(path, use_awaitable);
+      if (d.data != "v") ++failures;
+      co_await s.async_set_data(path, "w", use_awaitable);
+      asio::steady_timer timer(co_await asio::this_coro::executor, 1ms);
+      co_await (s.async_wait_deleted(path, use_awaitable) || timer.async_wait(use_awaitable));
+      co_await s.async_remove(path, use_awaitable);
+    }
+  };
+  // Bounded: the guard stops the threads if the workers do not finish.
+  asio::steady_timer guard(io, 60s);
+  guard.async_wait([&](std::error_code ec) {
+    if (!ec) io.stop();
+  });
+  for (int i = 0; i < 8; ++i)
+    asio::co_spawn(io, worker(i), [&](std::exception_ptr e) {
+      if (e) ++failures;
+      if (++done == 8) guard.cancel(), io.stop();
+    });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { io.run(); });
+  for (auto& t : threads) t.join();
+  CHECK(done == 8);
+  CHECK(failures == 0);
+  io.restart();
+  run(io, s.async_remove(dir, use_awaitable));
+}
