@@ -93,14 +93,14 @@ void client_pump::poke() {
   } while (poke_again_ && ++rounds < max_rounds);
   pumping_ = false;
   if (poke_again_ && zh_) {
-    asio::post(timer_.get_executor(), [this, keep = keep_alive_] { poke(); });
+    asio::post(timer_.get_executor(), [this, keep = keep_alive_.lock()] { poke(); });
   }
 }
 
 void client_pump::wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed) {
   if (armed) return;
   armed = true;
-  socket_.async_wait(type, [this, &armed, epoch = epoch_, keep = keep_alive_](std::error_code ec) {
+  socket_.async_wait(type, [this, &armed, epoch = epoch_, keep = keep_alive_.lock()](std::error_code ec) {
     if (epoch != epoch_ || ec == asio::error::operation_aborted) return;
     armed = false;
     poke();
@@ -119,7 +119,7 @@ void client_pump::arm(int interest, const timeval& tv) {
   timer_armed_ = true;
   timer_deadline_ = deadline;
   timer_.expires_at(deadline);
-  timer_.async_wait([this, keep = keep_alive_](std::error_code ec) {
+  timer_.async_wait([this, keep = keep_alive_.lock()](std::error_code ec) {
     if (ec == asio::error::operation_aborted) return;  // re-armed or detached
     timer_armed_ = false;
     poke();

@@ -21,7 +21,7 @@ class client_pump {
   using strand_type = asio::strand<asio::any_io_executor>;
 
   // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
-  // (expired or authentication failed). `keep_alive` is held by every pending wait.
+  // (expired or authentication failed). `keep_alive` (the owner) is held by every pending wait, and only by them.
   client_pump(const strand_type& strand, std::function<void()> on_unrecoverable);
 
   void attach(zhandle_t* zh, std::shared_ptr<void> keep_alive);
@@ -40,7 +40,7 @@ class client_pump {
   void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
 
   zhandle_t* zh_ = nullptr;
-  std::shared_ptr<void> keep_alive_;
+  std::weak_ptr<void> keep_alive_;  // the owner; held strongly only by pending waits
   std::function<void()> on_unrecoverable_;
   asio::posix::stream_descriptor socket_;
   asio::steady_timer timer_;

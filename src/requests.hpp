@@ -10,9 +10,11 @@
 
 namespace zkasio::detail {
 
+// A plain pointer to the session suffices: the C client, which the session
+// owns, calls back only from inside the session's own calls into it.
 template <class... Values>
 struct request {
-  std::shared_ptr<session_impl> session;  // keeps the core alive while the C client holds this
+  session_impl* session;
   completion_ptr<Values...> done;
   session_core::clock::time_point submitted = session_core::clock::now();
 
@@ -41,7 +43,7 @@ bool refused(const completion_ptr<Values...>& done, std::error_code ec) {
 template <class Request, class Call>
 void submit(std::unique_ptr<Request> r, Call call) {
   if (r->done->done()) return;  // cancelled before it was sent
-  auto* session = r->session.get();
+  auto* session = r->session;
   int rc = call(r.get());
   if (rc != ZOK) {
     r->fail(rc);

@@ -100,13 +100,12 @@ session_impl::session_impl(const asio::any_io_executor& executor, session_option
       close_probe_timer_(strand_) {}
 
 session_impl::~session_impl() {
-  // Only reached without a close when the executor dropped our handlers
-  // (io_context destroyed): the handle still has to go.
-  if (zh_) {
-    log_scope scope(options_);
-    pump_.detach();
-    zookeeper_close(zh_);
-  }
+  // Only reached with a handle when the executor dropped our handlers (the
+  // io_context was destroyed before the session closed): it still has to go,
+  // without calling the user's log sink, whose owner may be gone too.
+  options_.log = nullptr;
+  closing_ = true;
+  close_handle();
 }
 
 void session_impl::start() { open_handle(); }
@@ -241,7 +240,7 @@ void session_impl::start_heartbeat() {
     if (!self->heartbeat_in_flight_ && clock::now() - self->last_contact() >= period) {
       // The cheapest request there is; its answer moves last_contact.
       self->heartbeat_in_flight_ = true;
-      auto r = std::make_unique<request<>>(request<>{self, nullptr});
+      auto r = std::make_unique<request<>>(request<>{self.get(), nullptr});
       int rc = zoo_aexists(
           self->zh_, "/", 0,
           [](int rc, const Stat*, const void* context) {
@@ -317,7 +316,7 @@ void session_impl::create(std::string path, std::string data, create_options opt
     return;
   log_scope scope(options_);
   c_acl access(options.access);
-  submit(std::make_unique<request<created>>(request<created>{shared_from_this(), done}),
+  submit(std::make_unique<request<created>>(request<created>{this, done}),
          [&](auto* r) {
            return zoo_acreate2(
                zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &access.vector,
@@ -334,7 +333,7 @@ void session_impl::create(std::string path, std::string data, create_options opt
 void session_impl::remove(std::string path, std::int32_t version, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
   log_scope scope(options_);
-  submit(std::make_unique<request<>>(request<>{shared_from_this(), done}), [&](auto* r) {
+  submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_adelete(
         zh_, path.c_str(), version,
         [](int rc, const void* context) {
@@ -350,7 +349,7 @@ void session_impl::set_data(std::string path, std::string data, std::int32_t ver
   if (refused(done, admit(path, false, header_bytes + request_size(op::set_data{path, data, version}))))
     return;
   log_scope scope(options_);
-  submit(std::make_unique<request<node_stat>>(request<node_stat>{shared_from_this(), done}), [&](auto* r) {
+  submit(std::make_unique<request<node_stat>>(request<node_stat>{this, done}), [&](auto* r) {
     return zoo_aset(
         zh_, path.c_str(), data.data(), static_cast<int>(data.size()), version,
         [](int rc, const Stat* st, const void* context) {
@@ -367,7 +366,7 @@ void session_impl::add_auth(std::string scheme, std::string credentials, complet
   if (refused(done, scheme.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
     return;
   log_scope scope(options_);
-  submit(std::make_unique<request<>>(request<>{shared_from_this(), done}), [&](auto* r) {
+  submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_add_auth(
         zh_, scheme.c_str(), credentials.data(), static_cast<int>(credentials.size()),
         [](int rc, const void* context) {
@@ -401,7 +400,7 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
   }
 
   auto r = std::make_unique<multi_request>();
-  r->session = shared_from_this();
+  r->session = this;
   r->done = done;
   r->ops = std::move(ops);
   auto n = r->ops.size();
@@ -492,9 +491,8 @@ namespace {
 // `send(session, request)` makes the zoo_a* call; the C callback calls
 // `finish_read` with its outcome.
 template <class Result, class Send>
-void send_read(const std::shared_ptr<session_impl>& s, std::string path,
-               completion_ptr<Result> done, session_core::clock::time_point deadline,
-               Send send);
+void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
+               session_core::clock::time_point deadline, Send send);
 
 template <class Result, class Send>
 struct read_request : request<Result> {
@@ -520,8 +518,8 @@ struct read_request : request<Result> {
 };
 
 template <class Result, class Send>
-void send_read(const std::shared_ptr<session_impl>& s, std::string path,
-               completion_ptr<Result> done, session_core::clock::time_point deadline, Send send) {
+void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
+               session_core::clock::time_point deadline, Send send) {
   using req = read_request<Result, Send>;
   auto r = std::make_unique<req>();
   r->session = s;
@@ -549,7 +547,7 @@ void session_impl::exists(std::string path, completion_ptr<std::optional<node_st
         },
         r);
   };
-  send_read<result>(shared_from_this(), std::move(path), done,
+  send_read<result>(this, std::move(path), done,
                     clock::now() + options_.read_retry_timeout, send);
 }
 
@@ -571,7 +569,7 @@ void session_impl::get_data(std::string path, completion_ptr<node_data> done) {
         },
         r);
   };
-  send_read<node_data>(shared_from_this(), std::move(path), done,
+  send_read<node_data>(this, std::move(path), done,
                        clock::now() + options_.read_retry_timeout, send);
 }
 
@@ -593,7 +591,7 @@ void session_impl::get_children(std::string path, completion_ptr<children> done)
         },
         r);
   };
-  send_read<children>(shared_from_this(), std::move(path), done,
+  send_read<children>(this, std::move(path), done,
                       clock::now() + options_.read_retry_timeout, send);
 }
 
@@ -620,13 +618,14 @@ void session_impl::close(completion_ptr<> done) {
     self->finish_close();
   });
   log_scope scope(options_);
-  auto r = std::make_unique<request<>>(request<>{shared_from_this(), nullptr});
+  auto r = std::make_unique<request<>>(request<>{this, nullptr});
   int rc = zoo_aexists(
       zh_, "/", 0,
       [](int rc, const Stat*, const void* context) {
         auto r = take_back<request<>>(context, rc);
         // Not from inside the C client: zookeeper_close must not run in a callback.
-        asio::post(r->session->strand(), [s = r->session] { s->finish_close(); });
+        asio::post(r->session->strand(),
+                   [s = r->session->shared_from_this()] { s->finish_close(); });
       },
       r.get());
   if (rc == ZOK) {

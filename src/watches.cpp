@@ -19,7 +19,7 @@ namespace zkasio::detail {
 namespace {
 
 struct watch_request {
-  std::shared_ptr<session_impl> session;
+  session_impl* session;
   session_impl::watch_point* point;
   session_core::clock::time_point submitted = session_core::clock::now();
 };
@@ -93,7 +93,7 @@ void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter wa
 
 void session_impl::arm(watch_point* point) {
   point->arming = true;
-  auto r = std::make_unique<watch_request>(watch_request{shared_from_this(), point});
+  auto r = std::make_unique<watch_request>(watch_request{this, point});
   log_scope scope(options_);
   int rc;
   if (point->kind == watch_kind::data) {
@@ -184,7 +184,7 @@ void session_impl::withdraw_if_idle(watch_point* point) {
   }
   if (point->registered && zh_) {
     point->removing = true;
-    auto r = std::make_unique<watch_request>(watch_request{shared_from_this(), point});
+    auto r = std::make_unique<watch_request>(watch_request{this, point});
     log_scope scope(options_);
     void_completion_t removed = [](int rc, const void* context) {
       auto r = take_back<watch_request>(context, rc);

@@ -1,7 +1,10 @@
 // zkasio::session against a real server: operations, completion tokens,
 // errors, bad input and close.
 #include <doctest/doctest.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/experimental/as_tuple.hpp>
@@ -315,14 +318,38 @@ TEST_CASE("closing: pending and later operations fail with session_closed") {
 }
 
 TEST_CASE("nothing is printed by default; a log sink receives the C client's lines") {
+  // Capture stderr while sessions connect, fail to connect and close.
+  char name[] = "/tmp/zkasio-stderr-XXXXXX";
+  int capture = mkstemp(name);
+  REQUIRE(capture >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(capture, 2);
+
   asio::io_context io;
   std::vector<std::string> lines;
-  auto o = test_options(shared_hosts());
-  o.log = [&](std::string_view line) { lines.emplace_back(line); };
+  auto logged = test_options("127.0.0.1:1");
+  logged.log = [&](std::string_view line) { lines.emplace_back(line); };
   {
-    session s(io, o);
-    run(io, s.async_connect(use_awaitable));
-    run(io, s.async_close(use_awaitable));
+    session quiet(io, test_options("127.0.0.1:1"));  // nothing listens there
+    session loud(io, logged);
+    session fine(io, test_options(shared_hosts()));
+    run(io, [&]() -> awaitable<void> {
+      co_await fine.async_connect(use_awaitable);
+      // The C client logs every refused connection attempt.
+      asio::steady_timer window(io, 1s);
+      co_await window.async_wait(use_awaitable);
+      co_await quiet.async_close(use_awaitable);
+      co_await loud.async_close(use_awaitable);
+      co_await fine.async_close(use_awaitable);
+    }());
   }
-  CHECK(!lines.empty());
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  auto size = lseek(capture, 0, SEEK_END);
+  close(capture);
+  unlink(name);
+  CHECK(size == 0);
+  CHECK(!lines.empty());  // the same events, logged where asked
 }

@@ -253,12 +253,19 @@ class session {
   using core = detail::session_core;
 
   // One operation: make its completion from the handler, then submit it on the
-  // strand.
+  // strand. The initiation holds the core weakly: with use_awaitable it lives
+  // in the awaiting frame, which the pending operation (owned by the core) holds.
   template <class... Values, class Submit, class Token>
   auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, Values...)>(
-        [](auto handler, std::shared_ptr<core> c, executor_type executor,
+        [](auto handler, std::weak_ptr<core> weak, executor_type executor,
            asio::cancellation_type honoured, Submit submit) {
+          auto c = weak.lock();
+          if (!c) {  // the session was destroyed or moved from before the operation started
+            detail::make_completion<Values...>(std::move(handler), executor, executor, honoured)
+                ->complete(make_error_code(error::session_closed), Values{}...);
+            return;
+          }
           auto done = detail::make_completion<Values...>(std::move(handler), executor,
                                                          c->strand(), honoured);
           auto& strand = c->strand();
@@ -267,7 +274,7 @@ class session {
             submit(*c, std::move(done));
           });
         },
-        token, core_, executor_, honoured, std::move(submit));
+        token, std::weak_ptr<core>(core_), executor_, honoured, std::move(submit));
   }
 
   executor_type executor_;

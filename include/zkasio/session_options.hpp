@@ -35,7 +35,7 @@ struct session_options {
   // The server's jute.maxbuffer: larger requests are refused before sending.
   std::size_t max_request_bytes = 0xfffff;
   // Where the C client's log lines go. None by default: nothing is printed.
-  std::function<void(std::string_view)> log;
+  std::function<void(std::string_view)> log{};
 };
 
 }  // namespace zkasio
