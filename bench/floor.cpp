@@ -55,6 +55,9 @@ void check(int rc, const char* what) {
 
 report run_floor(const options& o) {
   raw_client a(o.hosts), b(o.hosts);
+  // As zkasio does: not a host name resolution on every zookeeper_interest.
+  zoo_set_servers_resolution_delay(a.handle(), 30'000);
+  zoo_set_servers_resolution_delay(b.handle(), 30'000);
   wait({&a, &b}, [&] { return a.connected() && b.connected(); });
   const std::string dir = "/zkasio-bench-floor-" + std::to_string(getpid());
   check(a.create(dir), "create the directory");

@@ -30,14 +30,51 @@ latency& entry(report& r, const std::string& key) {
   return r.emplace_back(key, latency{}).second;
 }
 
+std::string json_object(const report& r) {
+  std::ostringstream out;
+  out << '{';
+  for (std::size_t i = 0; i < r.size(); ++i)
+    out << (i ? ", " : "") << '"' << r[i].first << "\": " << r[i].second.json();
+  out << '}';
+  return out.str();
+}
+
+void merge(report& into, const report& from) {
+  for (const auto& [key, l] : from) entry(into, key).merge(l);
+}
+
+void run_ops_vs_floor(const options& o) {
+  options batch = o;
+  batch.rounds = std::max(1, o.rounds / o.batches);
+  report floor, ops;
+  for (int i = 0; i < o.batches; ++i) {
+    merge(floor, run_floor(batch));
+    merge(ops, run_ops(batch));
+  }
+  if (o.json) {
+    std::ostringstream out;
+    out << "{\"floor\": " << json_object(floor) << ", \"ops\": " << json_object(ops)
+        << ", \"ratio_p50\": {";
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.3f",
+                    ops[i].second.percentile(50) / floor[i].second.percentile(50));
+      out << (i ? ", " : "") << '"' << ops[i].first << "\": " << ratio;
+    }
+    out << "}}";
+    std::cout << out.str() << std::endl;
+    return;
+  }
+  std::printf("%-32s %12s %12s %8s\n", "p50 microseconds", "floor", "ops", "ratio");
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    double f = floor[i].second.percentile(50), z = ops[i].second.percentile(50);
+    std::printf("%-32s %12.1f %12.1f %8.3f\n", ops[i].first.c_str(), f, z, z / f);
+  }
+}
+
 void print(const report& r, bool json) {
   if (json) {
-    std::ostringstream out;
-    out << '{';
-    for (std::size_t i = 0; i < r.size(); ++i)
-      out << (i ? ", " : "") << '"' << r[i].first << "\": " << r[i].second.json();
-    out << '}';
-    std::cout << out.str() << std::endl;
+    std::cout << json_object(r) << std::endl;
     return;
   }
   std::printf("%-32s %10s %10s %10s %10s %8s\n", "microseconds", "p50", "p90", "p99", "max", "n");

@@ -17,6 +17,9 @@ class latency {
   std::size_t count() const { return samples_us_.size(); }
   double percentile(double p) const;  // in microseconds
   std::string json() const;           // {"p50":…, "p90":…, "p99":…, "max":…, "n":…}
+  void merge(const latency& other) {
+    samples_us_.insert(samples_us_.end(), other.samples_us_.begin(), other.samples_us_.end());
+  }
 
  private:
   std::vector<double> samples_us_;
@@ -39,14 +42,20 @@ struct operation_latencies {
   latency &create, &get_children, &exists, &remove, &notify, &pipelined;
 };
 void print(const report& r, bool json);
+std::string json_object(const report& r);
+void merge(report& into, const report& from);
 
 struct options {
   std::string hosts;
   int rounds = 200;
+  int batches = 5;
   bool json = false;
 };
 
 report run_floor(const options& o);
 report run_ops(const options& o);
+// floor and ops in alternating batches (machine noise hits both alike), then
+// both reports and the ratio of their p50s.
+void run_ops_vs_floor(const options& o);
 
 }  // namespace zkasio::bench

@@ -16,6 +16,8 @@ const char* usage =
     "          notify (a delete in one session seen by a watch in another),\n"
     "          pipelined_create_get_children\n"
     "  ops     the same operations through zkasio::session\n"
+    "  ops-vs-floor [--batches B]\n"
+    "          floor and ops in B alternating batches of rounds/B, and the ratio of p50s\n"
     "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in microseconds;\n"
     "--json prints one JSON object and nothing else on stdout.\n";
 
@@ -48,8 +50,18 @@ int main(int argc, char** argv) {
       long n = std::strtol(text.c_str(), &end, 10);
       if (*end || n < 1 || n > 10'000'000) fail("--rounds must be a positive number, not '" + text + "'");
       o.rounds = static_cast<int>(n);
+    } else if (arg == "--batches") {
+      auto text = value();
+      char* end = nullptr;
+      long n = std::strtol(text.c_str(), &end, 10);
+      if (*end || n < 1 || n > 1000) fail("--batches must be a number from 1 to 1000, not '" + text + "'");
+      o.batches = static_cast<int>(n);
     } else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
+  }
+  if (command == "ops-vs-floor") {
+    zkasio::bench::run_ops_vs_floor(o);
+    return 0;
   }
   zkasio::bench::report r;
   if (command == "floor") r = zkasio::bench::run_floor(o);

@@ -75,6 +75,9 @@ bool sequential(create_mode mode) {
   return mode == create_mode::persistent_sequential || mode == create_mode::ephemeral_sequential;
 }
 
+// How often the host names are resolved again (they may move, in DNS).
+constexpr int host_resolution_delay_ms = 30'000;
+
 // Header (xid, type) of every request.
 constexpr std::size_t header_bytes = 8;
 // A multi's per-operation header (type, done, err) and its closing header.
@@ -123,6 +126,10 @@ void session_impl::open_handle() {
     fail_everything(make_error_code(error::bad_arguments));
     return;
   }
+  // By default the C client resolves the host names again on every
+  // zookeeper_interest call (a netlink socket and /etc/hosts read each time):
+  // the pump calls it a few times per reply. Resolve at most this often.
+  zoo_set_servers_resolution_delay(zh_, host_resolution_delay_ms);
   pump_.attach(zh_, shared_from_this());
 }
 
