@@ -15,10 +15,22 @@ find_package_handle_standard_args(Asio REQUIRED_VARS Asio_INCLUDE_DIR VERSION_VA
 
 if(Asio_FOUND AND NOT TARGET Asio::asio)
   find_package(Threads REQUIRED)
+  # Asio decides between aligned_alloc and operator new by whether a standard
+  # header was included before its own: a file that includes Asio first would
+  # free with one what another allocated with the other (its recycling
+  # allocator is shared). Decide once for every file.
+  include(CheckCXXSymbolExists)
+  check_cxx_symbol_exists(aligned_alloc "cstdlib" Asio_HAVE_ALIGNED_ALLOC)
+  set(_asio_definitions ASIO_STANDALONE ASIO_NO_DEPRECATED)
+  if(Asio_HAVE_ALIGNED_ALLOC)
+    list(APPEND _asio_definitions ASIO_HAS_STD_ALIGNED_ALLOC=1)
+  else()
+    list(APPEND _asio_definitions ASIO_DISABLE_STD_ALIGNED_ALLOC=1)
+  endif()
   add_library(Asio::asio INTERFACE IMPORTED)
   set_target_properties(Asio::asio PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${Asio_INCLUDE_DIR}"
-    INTERFACE_COMPILE_DEFINITIONS "ASIO_STANDALONE;ASIO_NO_DEPRECATED"
+    INTERFACE_COMPILE_DEFINITIONS "${_asio_definitions}"
     INTERFACE_LINK_LIBRARIES Threads::Threads)
 endif()
 mark_as_advanced(Asio_INCLUDE_DIR)

@@ -1,6 +1,5 @@
 # Installs headers, the library and a CMake package, so that a user's project
 # can do find_package(zkasio) and link zkasio::zkasio.
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(ZKASIO_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/zkasio")

@@ -1,10 +1,13 @@
 #include "client_pump.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
+
+#include "c_client_scope.hpp"
 
 namespace zkasio::detail {
 namespace {
@@ -25,10 +28,18 @@ int ready_now(int fd, int interest) {
 // poke so a flood of replies cannot starve the executor.
 constexpr int max_rounds = 64;
 
+// When zookeeper_interest fails without saying what it waits for (a failed
+// host name resolution), ask again after this long.
+constexpr timeval retry_after_failure{0, 100'000};
+
 }  // namespace
 
-client_pump::client_pump(const strand_type& strand, std::function<void()> on_unrecoverable)
-    : on_unrecoverable_(std::move(on_unrecoverable)), socket_(strand), timer_(strand) {}
+client_pump::client_pump(const strand_type& strand, const session_options* options,
+                         std::function<void()> on_unrecoverable)
+    : options_(options),
+      on_unrecoverable_(std::move(on_unrecoverable)),
+      socket_(strand),
+      timer_(strand) {}
 
 void client_pump::attach(zhandle_t* zh, std::shared_ptr<void> keep_alive) {
   zh_ = zh;
@@ -48,17 +59,23 @@ void client_pump::watch_socket(int fd) {
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) != 0) fd = -1;
   if (fd == fd_ && (fd < 0 || (st.st_dev == fd_dev_ && st.st_ino == fd_ino_))) return;
-  if (fd_ >= 0) {
-    // Cancels the waits (their handlers see an old epoch) and forgets the
-    // registration; the C client closes its sockets itself.
-    socket_.release();
-  }
+  // Cancels the waits (their handlers see an old epoch) and closes our duplicate.
+  std::error_code ignored;
+  socket_.close(ignored);
   ++epoch_;
   read_armed_ = write_armed_ = false;
   fd_ = fd;
   fd_dev_ = st.st_dev;
   fd_ino_ = st.st_ino;
-  if (fd >= 0) socket_.assign(fd);
+  if (fd < 0) return;
+  int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  std::error_code ec;
+  if (duplicate >= 0) socket_.assign(duplicate, ec);
+  if (duplicate < 0 || ec) {
+    // Out of descriptors: the timer keeps the client going, and the next poke tries again.
+    if (duplicate >= 0) ::close(duplicate);
+    fd_ = -1;
+  }
 }
 
 void client_pump::poke() {
@@ -68,10 +85,12 @@ void client_pump::poke() {
     return;
   }
   pumping_ = true;
+  c_client_scope scope(options_);
   int rounds = 0;
   do {
     poke_again_ = false;
-    int fd = -1, interest = 0;
+    constexpr int unset = -2;
+    int fd = unset, interest = 0;
     timeval tv{};
     int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
     if (rc == ZINVALIDSTATE) {
@@ -80,12 +99,17 @@ void client_pump::poke() {
       on_unrecoverable_();
       return;
     }
+    if (fd == unset) {
+      // It failed before looking at the connection: keep watching as before.
+      arm(0, retry_after_failure);
+      break;
+    }
     watch_socket(fd);
     // Arm first, then look: readiness that came before the wait was armed is
     // seen by the look, readiness after it wakes the wait (a spare wake-up
     // costs one empty round; a missed one would hang).
-    arm(fd >= 0 ? interest : 0, tv);
-    if (int events = fd >= 0 ? ready_now(fd, interest) : 0) {
+    arm(fd_ >= 0 ? interest : 0, tv);
+    if (int events = fd_ >= 0 ? ready_now(fd_, interest) : 0) {
       zookeeper_process(zh_, events);
       if (!zh_) break;  // detached from a callback
       poke_again_ = true;

@@ -1,10 +1,14 @@
 // Drives one single-threaded C client handle from an Asio strand: the C
-// client's socket is watched with a stream_descriptor (released, never closed:
-// the socket is the C client's) and its timeouts with a steady_timer.
+// client's socket is watched through a duplicate of its descriptor (ours to
+// register and close: the C client's own is never touched, and no other
+// object's epoll registration is disturbed when the C client's number is
+// reused), and its timeouts with a steady_timer.
 #pragma once
 
 #include <sys/types.h>
 #include <zookeeper/zookeeper.h>
+
+#include <zkasio/session_options.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/posix/stream_descriptor.hpp>
@@ -22,10 +26,11 @@ class client_pump {
 
   // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
   // (expired or authentication failed). `keep_alive` (the owner) is held by every pending wait, and only by them.
-  client_pump(const strand_type& strand, std::function<void()> on_unrecoverable);
+  client_pump(const strand_type& strand, const session_options* options,
+              std::function<void()> on_unrecoverable);
 
   void attach(zhandle_t* zh, std::shared_ptr<void> keep_alive);
-  // Cancels the waits and lets go of the socket without closing it.
+  // Cancels the waits and closes the duplicate (the C client's socket stays).
   void detach();
   // Lets the C client do what it can now and waits for what it waits for.
   // Call after every request submitted: the C client only sends
@@ -40,11 +45,12 @@ class client_pump {
   void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
 
   zhandle_t* zh_ = nullptr;
+  const session_options* options_;
   std::weak_ptr<void> keep_alive_;  // the owner; held strongly only by pending waits
   std::function<void()> on_unrecoverable_;
   asio::posix::stream_descriptor socket_;
   asio::steady_timer timer_;
-  int fd_ = -1;
+  int fd_ = -1;       // the C client's descriptor (socket_ holds our duplicate of it)
   dev_t fd_dev_ = 0;  // the fd number is recycled across reconnects: identify the socket by inode
   ino_t fd_ino_ = 0;
   std::uint64_t epoch_ = 0;  // counts socket changes; waits of an older socket are ignored

@@ -9,21 +9,6 @@
 
 namespace zkasio::detail {
 
-// ---------------------------------------------------------------- logging
-
-namespace {
-thread_local const session_options* current_log_options = nullptr;
-}
-
-log_scope::log_scope(const session_options& options) : previous_(current_log_options) {
-  current_log_options = &options;
-}
-log_scope::~log_scope() { current_log_options = previous_; }
-
-void log_scope::forward(const char* message) {
-  if (current_log_options && current_log_options->log) current_log_options->log(message);
-}
-
 // ---------------------------------------------------------------- helpers
 
 node_stat to_stat(const Stat* s) {
@@ -97,7 +82,7 @@ std::shared_ptr<session_core> session_core::make(const asio::any_io_executor& ex
 session_impl::session_impl(const asio::any_io_executor& executor, session_options options)
     : session_core(executor),
       options_(std::move(options)),
-      pump_(strand_, [this] { on_unrecoverable(); }),
+      pump_(strand_, &options_, [this] { on_unrecoverable(); }),
       retry_timer_(strand_),
       heartbeat_(strand_),
       close_probe_timer_(strand_) {}
@@ -114,11 +99,11 @@ session_impl::~session_impl() {
 void session_impl::start() { open_handle(); }
 
 void session_impl::open_handle() {
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   ever_connected_ = false;
   zh_ = zookeeper_init2(options_.hosts.c_str(), &session_impl::session_watcher,
                         static_cast<int>(options_.session_timeout.count()), nullptr, this, 0,
-                        &log_scope::forward);
+                        &c_client_scope::forward);
   if (!zh_) {
     // Only a malformed host string fails here (no I/O is done yet).
     if (options_.log) options_.log("zookeeper_init failed for hosts '" + options_.hosts + "'");
@@ -135,7 +120,7 @@ void session_impl::open_handle() {
 
 void session_impl::close_handle() {
   if (!zh_) return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   pump_.detach();
   heartbeat_.cancel();
   zhandle_t* zh = std::exchange(zh_, nullptr);
@@ -159,8 +144,12 @@ void session_impl::on_session_event(int state) {
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
     for (auto& parked : std::exchange(parked_reads_, {})) parked.resend();
+    std::vector<watch_point*> unarmed;
     for (auto& point : points_)
-      if (point.indexed && !point.waiters.empty() && !point.registered && !point.arming) arm(&point);
+      if (point.indexed && !point.waiters.empty() && !point.registered && !point.arming)
+        unarmed.push_back(&point);
+    for (auto* point : unarmed) arm(point);
+    for (auto* point : unarmed) withdraw_if_idle(point);
     start_heartbeat();
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
     // Not from inside the C client: the handle may be closed and replaced.
@@ -220,6 +209,9 @@ std::error_code session_impl::translate(int rc) const {
     case ZOK: return {};
     case ZCLOSING: return make_error_code(error::session_closed);
     case ZINVALIDSTATE:
+      // Also returned between two connection attempts, when nothing is lost yet.
+      if (zh_ && is_unrecoverable(zh_) != ZINVALIDSTATE)
+        return make_error_code(error::connection_loss);
       switch (state()) {
         case session_state::auth_failed: return make_error_code(error::auth_failed);
         case session_state::closed: return make_error_code(error::session_closed);
@@ -240,26 +232,26 @@ void session_impl::note_answer(int rc, clock::time_point submitted) {
 
 void session_impl::start_heartbeat() {
   auto period = negotiated_timeout() / 3;
-  heartbeat_.expires_at(last_contact() + period);
+  // Next look: a period after the last contact, or, while a heartbeat is in
+  // flight (its answer moves last_contact), a period from now.
+  heartbeat_.expires_at(heartbeat_in_flight_ ? clock::now() + period : last_contact() + period);
   heartbeat_.async_wait([weak = weak_from_this(), period](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || !self->connected()) return;
     if (!self->heartbeat_in_flight_ && clock::now() - self->last_contact() >= period) {
       // The cheapest request there is; its answer moves last_contact.
-      self->heartbeat_in_flight_ = true;
+      c_client_scope scope(&self->options_);
       auto r = std::make_unique<request<>>(request<>{self.get(), nullptr});
       int rc = zoo_aexists(
           self->zh_, "/", 0,
           [](int rc, const Stat*, const void* context) {
-            auto r = take_back<request<>>(context, rc);
-            r->session->heartbeat_in_flight_ = false;
+            take_back<request<>>(context, rc)->session->heartbeat_in_flight_ = false;
           },
           r.get());
       if (rc == ZOK) {
         r.release();
+        self->heartbeat_in_flight_ = true;
         self->after_submit();
-      } else {
-        self->heartbeat_in_flight_ = false;
       }
     }
     self->start_heartbeat();
@@ -268,8 +260,17 @@ void session_impl::start_heartbeat() {
 
 // ---------------------------------------------------------------- input
 
+std::error_code session_impl::unusable() const {
+  if (closing_ || !zh_ || state() == session_state::closed)
+    return make_error_code(error::session_closed);
+  if (state() == session_state::auth_failed) return make_error_code(error::auth_failed);
+  if (state() == session_state::expired && !options_.reconnect_on_expiry)
+    return make_error_code(error::session_expired);
+  return {};
+}
+
 std::error_code session_impl::admit(std::string_view path, bool seq, std::size_t bytes) const {
-  if (closing_) return make_error_code(error::session_closed);
+  if (auto ec = unusable()) return ec;
   if (auto problem = path_problem(path, seq); !problem.empty()) {
     if (options_.log) options_.log(problem);
     return make_error_code(error::invalid_path);
@@ -310,6 +311,15 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
     done->complete({}, state());
     return;
   }
+  // A state no session leaves: waiting for a change would be waiting for ever.
+  if (auto ec = unusable(); ec && ec != error::session_expired) {
+    done->complete(ec, state());
+    return;
+  }
+  if (known == session_state::expired && !options_.reconnect_on_expiry) {
+    done->complete(make_error_code(error::session_expired), state());
+    return;
+  }
   auto it = state_waiters_.emplace(state_waiters_.end(), known, done);
   done->on_cancel = [this, it] { state_waiters_.erase(it); };
 }
@@ -321,7 +331,7 @@ void session_impl::create(std::string path, std::string data, create_options opt
   if (refused(done, admit(path, sequential(options.mode),
                           header_bytes + request_size(op::create{path, data, options}))))
     return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   c_acl access(options.access);
   submit(std::make_unique<request<created>>(request<created>{this, done}),
          [&](auto* r) {
@@ -339,7 +349,7 @@ void session_impl::create(std::string path, std::string data, create_options opt
 
 void session_impl::remove(std::string path, std::int32_t version, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_adelete(
         zh_, path.c_str(), version,
@@ -355,7 +365,7 @@ void session_impl::set_data(std::string path, std::string data, std::int32_t ver
                             completion_ptr<node_stat> done) {
   if (refused(done, admit(path, false, header_bytes + request_size(op::set_data{path, data, version}))))
     return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   submit(std::make_unique<request<node_stat>>(request<node_stat>{this, done}), [&](auto* r) {
     return zoo_aset(
         zh_, path.c_str(), data.data(), static_cast<int>(data.size()), version,
@@ -369,10 +379,10 @@ void session_impl::set_data(std::string path, std::string data, std::int32_t ver
 }
 
 void session_impl::add_auth(std::string scheme, std::string credentials, completion_ptr<> done) {
-  if (refused(done, closing_ ? make_error_code(error::session_closed) : std::error_code())) return;
+  if (refused(done, unusable())) return;
   if (refused(done, scheme.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
     return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_add_auth(
         zh_, scheme.c_str(), credentials.data(), static_cast<int>(credentials.size()),
@@ -437,7 +447,7 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
         },
         r->ops[i]);
   }
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   submit(std::move(r), [&](multi_request* m) {
     return zoo_amulti(
         zh_, static_cast<int>(n), m->c_ops.data(), m->results.data(),
@@ -541,7 +551,7 @@ void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
 
 void session_impl::exists(std::string path, completion_ptr<std::optional<node_stat>> done) {
   if (refused(done, admit(path))) return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   using result = std::optional<node_stat>;
   auto send = [](zhandle_t* zh, auto* r) {
     using req = std::remove_pointer_t<decltype(r)>;
@@ -560,7 +570,7 @@ void session_impl::exists(std::string path, completion_ptr<std::optional<node_st
 
 void session_impl::get_data(std::string path, completion_ptr<node_data> done) {
   if (refused(done, admit(path))) return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   auto send = [](zhandle_t* zh, auto* r) {
     using req = std::remove_pointer_t<decltype(r)>;
     return zoo_aget(
@@ -582,7 +592,7 @@ void session_impl::get_data(std::string path, completion_ptr<node_data> done) {
 
 void session_impl::get_children(std::string path, completion_ptr<children> done) {
   if (refused(done, admit(path))) return;
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   auto send = [](zhandle_t* zh, auto* r) {
     using req = std::remove_pointer_t<decltype(r)>;
     return zoo_aget_children2(
@@ -624,15 +634,16 @@ void session_impl::close(completion_ptr<> done) {
     if (int fd = self->pump_.socket(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
     self->finish_close();
   });
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   auto r = std::make_unique<request<>>(request<>{this, nullptr});
   int rc = zoo_aexists(
       zh_, "/", 0,
       [](int rc, const Stat*, const void* context) {
         auto r = take_back<request<>>(context, rc);
         // Not from inside the C client: zookeeper_close must not run in a callback.
-        asio::post(r->session->strand(),
-                   [s = r->session->shared_from_this()] { s->finish_close(); });
+        // (Also reached from ~session_impl, where nothing is left to post for.)
+        if (auto s = r->session->weak_from_this().lock())
+          asio::post(s->strand(), [s] { s->finish_close(); });
       },
       r.get());
   if (rc == ZOK) {

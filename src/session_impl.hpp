@@ -14,6 +14,7 @@
 #include <zkasio/detail/session_core.hpp>
 #include <zkasio/error.hpp>
 
+#include "c_client_scope.hpp"
 #include "client_pump.hpp"
 
 namespace zkasio::detail {
@@ -97,6 +98,9 @@ class session_impl final : public session_core,
   void start_heartbeat();
   void arm_retry_timer();
   void finish_close();
+  // Why the session can take no request now (closed, closing, auth failed,
+  // expired for good), if it cannot.
+  std::error_code unusable() const;
   // Why a request may not be sent (closing, a bad path, over jute.maxbuffer), if it may not.
   std::error_code admit(std::string_view path, bool sequential = false, std::size_t bytes = 0) const;
 
@@ -135,19 +139,6 @@ class session_impl final : public session_core,
 
   std::list<watch_point> points_;
   std::map<std::pair<watch_kind, std::string>, watch_point*> index_;
-};
-
-// Runs the C client's log lines of this thread's current session into its sink.
-class log_scope {
- public:
-  explicit log_scope(const session_options& options);
-  ~log_scope();
-  log_scope(const log_scope&) = delete;
-  log_scope& operator=(const log_scope&) = delete;
-  static void forward(const char* message);
-
- private:
-  const session_options* previous_;
 };
 
 }  // namespace zkasio::detail

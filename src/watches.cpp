@@ -87,6 +87,7 @@ void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter wa
     withdraw_if_idle(point);
   } else if (!point->arming && connected()) {
     arm(point);
+    withdraw_if_idle(point);
   }
   // Not connected: armed once connected (on_session_event).
 }
@@ -94,7 +95,7 @@ void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter wa
 void session_impl::arm(watch_point* point) {
   point->arming = true;
   auto r = std::make_unique<watch_request>(watch_request{this, point});
-  log_scope scope(options_);
+  c_client_scope scope(&options_);
   int rc;
   if (point->kind == watch_kind::data) {
     rc = zoo_awget(
@@ -114,9 +115,9 @@ void session_impl::arm(watch_point* point) {
         r.get());
   }
   if (rc != ZOK) {
+    // The caller withdraws the point if that left it idle.
     point->arming = false;
     settle(point, translate(rc), std::nullopt);
-    withdraw_if_idle(point);
     return;
   }
   r.release();
@@ -185,7 +186,7 @@ void session_impl::withdraw_if_idle(watch_point* point) {
   if (point->registered && zh_) {
     point->removing = true;
     auto r = std::make_unique<watch_request>(watch_request{this, point});
-    log_scope scope(options_);
+    c_client_scope scope(&options_);
     void_completion_t removed = [](int rc, const void* context) {
       auto r = take_back<watch_request>(context, rc);
       r->session->on_watches_removed(r->point, rc);

@@ -92,8 +92,7 @@ inline constexpr asio::cancellation_type write_cancellation =
 inline constexpr asio::cancellation_type read_cancellation =
     write_cancellation | asio::cancellation_type::total;
 
-// Makes the completion for `handler`, allocated with the handler's allocator,
-// and connects the handler's cancellation slot (if any) to it: cancellation
+// Makes the completion for `handler` and connects the handler's cancellation slot (if any) to it: cancellation
 // is carried to the strand, where it completes the operation at once.
 template <class... Values, class Handler, class IoExecutor, class Strand>
 completion_ptr<Values...> make_completion(Handler&& handler, const IoExecutor& io_executor,
@@ -102,10 +101,12 @@ completion_ptr<Values...> make_completion(Handler&& handler, const IoExecutor& i
   using handler_type = std::decay_t<Handler>;
   using impl = handler_completion<handler_type, IoExecutor, Values...>;
   auto slot = asio::get_associated_cancellation_slot(handler);
-  auto allocator = asio::get_associated_allocator(handler);
-  using rebound = typename std::allocator_traits<decltype(allocator)>::template rebind_alloc<impl>;
+  // Not with the handler's allocator: the C client's request may hold this
+  // until after the handler has run, and Asio's rule is that handler memory is
+  // given back before the handler runs. The handler's allocator serves the
+  // posted invocation (deliver).
   completion_ptr<Values...> result =
-      std::allocate_shared<impl>(rebound(allocator), std::forward<Handler>(handler), io_executor);
+      std::make_shared<impl>(std::forward<Handler>(handler), io_executor);
   if (slot.is_connected()) {
     slot.assign([weak = std::weak_ptr<completion<Values...>>(result), strand,
                  honoured](asio::cancellation_type type) {
