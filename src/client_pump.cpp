@@ -78,7 +78,10 @@ void client_pump::watch_socket(int fd) {
   }
 }
 
-void client_pump::poke() {
+void client_pump::poke() { pump(true); }
+void client_pump::flush() { pump(false); }
+
+void client_pump::pump(bool process_replies) {
   if (!zh_) return;
   if (pumping_) {  // from a C callback inside zookeeper_process: the loop below goes round again
     poke_again_ = true;
@@ -109,6 +112,7 @@ void client_pump::poke() {
     // seen by the look, readiness after it wakes the wait (a spare wake-up
     // costs one empty round; a missed one would hang).
     arm(fd_ >= 0 ? interest : 0, tv);
+    if (!process_replies) break;
     if (int events = fd_ >= 0 ? ready_now(fd_, interest) : 0) {
       zookeeper_process(zh_, events);
       if (!zh_) break;  // detached from a callback

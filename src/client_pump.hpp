@@ -32,15 +32,19 @@ class client_pump {
   void attach(zhandle_t* zh, std::shared_ptr<void> keep_alive);
   // Cancels the waits and closes the duplicate (the C client's socket stays).
   void detach();
-  // Lets the C client do what it can now and waits for what it waits for.
-  // Call after every request submitted: the C client only sends
-  // opportunistically, and its interest may have changed.
+  // Lets the C client do what it can now (replies included) and waits for
+  // what it waits for.
   void poke();
+  // After every request submitted: the C client's interest may have changed
+  // (a partial send wants the socket writable). Processes no reply, so no
+  // callback runs inside the submitter's frame.
+  void flush();
   // The C client's socket, or -1.
   int socket() const noexcept { return fd_; }
 
  private:
   void watch_socket(int fd);
+  void pump(bool process_replies);
   void arm(int interest, const timeval& tv);
   void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
 

@@ -42,6 +42,8 @@ const char* describe(error e) noexcept {
     case error::session_closed: return "session closed";
     case error::lock_lost: return "the lock was lost";
     case error::not_held: return "the lock is not held";
+    case error::lock_busy: return "the lock is held by another contender";
+    case error::lock_timeout: return "the lock was not granted before the deadline";
   }
   return nullptr;
 }

@@ -55,7 +55,7 @@ class session_impl final : public session_core,
   // A reply came: the server saw the session at `submitted` at the latest.
   void note_answer(int rc, clock::time_point submitted);
   zhandle_t* handle() const noexcept { return zh_; }
-  void after_submit() { pump_.poke(); }
+  void after_submit() { pump_.flush(); }
   bool connected() const noexcept { return state() == session_state::connected; }
   // A read that failed for connection loss goes again once connected, unless
   // its deadline passed; `fail` runs if it cannot.

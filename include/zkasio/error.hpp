@@ -52,6 +52,8 @@ enum class error : int {
   session_closed,        // the session was closed by its owner
   lock_lost,             // the lock node was gone when its holder looked
   not_held,              // release or revoke of a lock that is not held
+  lock_busy,             // try_acquire: another contender holds the lock
+  lock_timeout,          // acquire_for / acquire_until: the deadline passed first
 };
 
 const std::error_category& error_category() noexcept;

@@ -1,0 +1,253 @@
+// zkasio::mutex: the fair distributed lock of ZooKeeper's recipe, with nodes
+// named as Apache Curator's InterProcessMutex names them, so that Curator and
+// zkasio contenders on one path exclude each other.
+//
+// Each acquire creates one EPHEMERAL_SEQUENTIAL node "_c_<uuid>-lock-<seq>"
+// under the lock path (parents are created as containers) and lists the
+// children in the same round trip; the lowest sequence holds the lock; every
+// other contender waits for the deletion of its immediate predecessor only, so
+// a release wakes exactly one waiter.
+//
+// Cancellation: async_acquire honours terminal and partial cancellation at
+// every stage (before the create's reply, while waiting, at the grant): it
+// completes with operation_aborted and the node is deleted in the background
+// (found by its uuid if the create's reply was not in yet). A lock granted as
+// the cancellation arrived is delivered and released by its destructor.
+//
+// Reentrancy is by owner, not by thread (a coroutine hops threads): an
+// acquire passing an `owner` that already holds this mutex object completes
+// at once without a new node; the node goes when as many releases as grants
+// have happened. Without an owner every acquire is its own owner.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/prefer.hpp>
+#include <asio/strand.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+#include <zkasio/error.hpp>
+#include <zkasio/operations.hpp>
+#include <zkasio/session.hpp>
+
+namespace zkasio {
+
+// Who holds a lock, for reentrancy: copy it to every place that acts as the
+// same holder.
+class owner {
+ public:
+  owner();  // a new identity
+  friend bool operator==(const owner&, const owner&) = default;
+  std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  std::uint64_t id_;
+};
+
+// When a holder is told (by its lock's lost signal) that the lock may be lost
+// while the session is disconnected.
+enum class lost_policy {
+  on_suspend,     // at once (as Curator's docs advise)
+  before_expiry,  // at the last moment the server could not yet have expired the
+                  // session: last contact + negotiated timeout - safety margin
+};
+
+struct mutex_options {
+  lost_policy policy = lost_policy::before_expiry;
+  // For before_expiry: how long before the earliest possible expiry to fire.
+  std::chrono::milliseconds safety_margin{200};
+  // Written into the lock node, shown by contenders (e.g. "host:pid").
+  std::string data = {};
+};
+
+struct contender {
+  std::string node;  // the node's name under the lock path
+  std::int64_t sequence = 0;
+  std::string data;  // what the contender wrote into its node
+};
+
+namespace detail {
+struct mutex_state;
+struct hold;
+using lock_strand = asio::strand<asio::any_io_executor>;
+lock_strand strand_of(const mutex_state& state);
+
+template <class Result>
+struct signature_of;
+template <class... Values>
+struct signature_of<std::tuple<std::error_code, Values...>> {
+  using type = void(std::error_code, Values...);
+};
+
+// Runs `work` (a coroutine that reports errors in its result, never by
+// throwing) on `strand` as an asynchronous operation: the handler's
+// cancellation slot reaches the coroutine (which enables partial
+// cancellation), and the result goes to the handler's executor.
+template <class Result, class Token>
+auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
+  return asio::async_initiate<Token, typename signature_of<Result>::type>(
+      [](auto handler, lock_strand strand, asio::awaitable<Result> work) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        // Keeps the handler's executor busy until the handler has run.
+        auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
+                                     asio::execution::outstanding_work.tracked);
+        asio::co_spawn(
+            strand, std::move(work),
+            asio::bind_cancellation_slot(
+                slot, [handler = std::move(handler), executor = std::move(executor)](
+                          std::exception_ptr e, Result result) mutable {
+                  if (e) std::get<0>(result) = make_error_code(error::system_error);
+                  asio::dispatch(executor, [handler = std::move(handler),
+                                            result = std::move(result)]() mutable {
+                    std::apply(std::move(handler), std::move(result));
+                  });
+                }));
+      },
+      token, std::move(strand), std::move(work));
+}
+}  // namespace detail
+
+// A held lock: move-only; releases in the background when destroyed.
+class lock {
+ public:
+  lock() = default;  // holds nothing; async_release on it throws (there is no executor)
+  explicit lock(std::shared_ptr<detail::hold> hold);
+  lock(lock&&) noexcept = default;
+  lock& operator=(lock&& other) noexcept;
+  lock(const lock&) = delete;
+  lock& operator=(const lock&) = delete;
+  ~lock();
+
+  bool held() const noexcept;
+  explicit operator bool() const noexcept { return held(); }
+  // The lock node's path.
+  const std::string& node() const;
+  // The czxid of the lock node: increases with every grant of this lock, and
+  // survives re-creation of the parent. Pass it to what the lock protects.
+  std::int64_t fencing_token() const;
+  // True once the lock may be lost (see lost_slot).
+  bool lost() const noexcept;
+  // Emitted (terminal) the moment the lock may be lost: session expired,
+  // disconnected under the policy, the node deleted by someone else, or a
+  // revocation requested. Emitted on the mutex's strand (get_executor()):
+  // bind it only to operations running there, as with_lock does.
+  asio::cancellation_slot lost_slot();
+  asio::strand<asio::any_io_executor> get_executor() const;
+
+  // Releases: completes with lock_lost if the node was already gone (the lock
+  // had been lost), not_held if this lock was released already. A delete hit
+  // by a connection loss goes on in the background while the session lives.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_release(Token&& token = {}) {
+    return detail::spawn_on<std::tuple<std::error_code>>(
+        get_executor(), release_coroutine(std::exchange(hold_, {})), std::forward<Token>(token));
+  }
+
+  // A multi that first checks that the lock node still exists: the writes
+  // happen only while the lock is held. void(error_code, vector<op_result>)
+  // (the results include the check's, first).
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
+    return detail::spawn_on<std::tuple<std::error_code, std::vector<op_result>>>(
+        get_executor(), guarded_multi_coroutine(hold_, std::move(ops)), std::forward<Token>(token));
+  }
+
+ private:
+  static asio::awaitable<std::tuple<std::error_code>> release_coroutine(
+      std::shared_ptr<detail::hold> hold);
+  static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
+  guarded_multi_coroutine(std::shared_ptr<detail::hold> hold, std::vector<multi_op> ops);
+
+  std::shared_ptr<detail::hold> hold_;              // empty once released
+  std::shared_ptr<detail::mutex_state> mutex_;      // kept: its strand runs release
+};
+
+class mutex {
+ public:
+  using executor_type = asio::strand<asio::any_io_executor>;
+
+  // The session must outlive the mutex and every lock of it.
+  mutex(session& s, std::string_view path, mutex_options options = {});
+  mutex(mutex&&) noexcept = default;
+  mutex& operator=(mutex&&) noexcept = default;
+  ~mutex();
+
+  executor_type get_executor() const;
+  const std::string& path() const;
+
+  // Waits for the lock. void(error_code, lock)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire(Token&& token = {}) {
+    return acquire(std::nullopt, mode::wait, std::nullopt, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire(const owner& who, Token&& token = {}) {
+    return acquire(who, mode::wait, std::nullopt, std::forward<Token>(token));
+  }
+  // Takes the lock only if nobody holds it or waits before us: fails with
+  // lock_busy otherwise, leaving no node behind.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_try_acquire(Token&& token = {}) {
+    return acquire(std::nullopt, mode::try_once, std::nullopt, std::forward<Token>(token));
+  }
+  // Waits until `deadline` at most (connecting included): then lock_timeout,
+  // and the node is deleted.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+    return acquire(std::nullopt, mode::wait, deadline, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+    return async_acquire_until(std::chrono::steady_clock::now() + timeout,
+                               std::forward<Token>(token));
+  }
+
+  // The queue, in order: who holds (first) and who waits.
+  // void(error_code, vector<contender>)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_contenders(Token&& token = {}) {
+    return detail::spawn_on<std::tuple<std::error_code, std::vector<contender>>>(
+        get_executor(), contenders_coroutine(state_), std::forward<Token>(token));
+  }
+
+  // Asks the holder of `node` (a contender's node name) to release, with
+  // Curator's protocol ("__REVOKE__" written into the node): its lost signal
+  // fires. not_held when there is no such contender. void(error_code)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_revoke(std::string_view node, Token&& token = {}) {
+    return detail::spawn_on<std::tuple<std::error_code>>(
+        get_executor(), revoke_coroutine(state_, std::string(node)), std::forward<Token>(token));
+  }
+
+ private:
+  enum class mode { wait, try_once };
+  template <class Token>
+  auto acquire(std::optional<owner> who, mode m,
+               std::optional<std::chrono::steady_clock::time_point> deadline, Token&& token) {
+    return detail::spawn_on<std::tuple<std::error_code, lock>>(
+        get_executor(), acquire_coroutine(state_, who, m == mode::try_once, deadline),
+        std::forward<Token>(token));
+  }
+  static asio::awaitable<std::tuple<std::error_code, lock>> acquire_coroutine(
+      std::shared_ptr<detail::mutex_state> state, std::optional<owner> who, bool try_once,
+      std::optional<std::chrono::steady_clock::time_point> deadline);
+  static asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders_coroutine(
+      std::shared_ptr<detail::mutex_state> state);
+  static asio::awaitable<std::tuple<std::error_code>> revoke_coroutine(
+      std::shared_ptr<detail::mutex_state> state, std::string node);
+
+  std::shared_ptr<detail::mutex_state> state_;
+};
+
+}  // namespace zkasio

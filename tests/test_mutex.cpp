@@ -1,0 +1,417 @@
+// zkasio::mutex against a real server: exclusion, order, no herd,
+// cancellation leaving nothing behind, reentrancy, lost locks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <map>
+#include <set>
+#include <sstream>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/mutex.hpp>
+
+#include "support/async.hpp"
+#include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+
+namespace {
+
+// The lock nodes under `path`, as the server has them.
+awaitable<std::vector<std::string>> lock_nodes(session& s, const std::string& path) {
+  auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
+  std::vector<std::string> nodes;
+  for (auto& n : zkasio::detail::lock_queue(kids.names)) nodes.push_back(n.name);
+  co_return nodes;
+}
+
+// Waits (bounded) until `path` has exactly `count` lock nodes.
+awaitable<bool> settles_at(session& s, const std::string& path, std::size_t count) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
+    if (zkasio::detail::lock_queue(kids.names).size() == count) co_return true;
+    if (std::chrono::steady_clock::now() > deadline) co_return false;
+    asio::steady_timer limit(co_await asio::this_coro::executor, deadline);
+    co_await (s.async_wait_children_changed(path, kids.stat.cversion, as_tuple(use_awaitable)) ||
+              limit.async_wait(as_tuple(use_awaitable)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothing left after") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-basic") + "/deep/lock";
+  mutex m(s, path, {.data = "me:1"});
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    CHECK(first.held());
+    auto name = first.node().substr(path.size() + 1);
+    auto parsed = zkasio::detail::parse_lock_node(name);
+    REQUIRE(parsed.has_value());
+    CHECK(first.fencing_token() > 0);
+    auto contenders = co_await m.async_contenders(use_awaitable);
+    REQUIRE(contenders.size() == 1);
+    CHECK(contenders[0].node == name);
+    CHECK(contenders[0].data == "me:1");
+    auto token = first.fencing_token();
+    co_await first.async_release(use_awaitable);
+    CHECK_FALSE(first.held());
+    CHECK((co_await lock_nodes(s, path)).empty());
+    // The parents are containers: the server reclaims them once empty.
+    auto parent = co_await s.async_exists(path, use_awaitable);
+    REQUIRE(parent.has_value());
+    auto second = co_await m.async_acquire(use_awaitable);
+    CHECK(second.fencing_token() > token);
+    co_await second.async_release(use_awaitable);
+  }());
+}
+
+TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
+  asio::io_context io;
+  std::vector<std::unique_ptr<session>> sessions;
+  std::vector<std::unique_ptr<mutex>> mutexes;
+  auto path = unique_path("mutex-exclusion");
+  for (int i = 0; i < 8; ++i) {
+    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
+    mutexes.push_back(std::make_unique<mutex>(*sessions.back(), path));
+  }
+  constexpr int contenders = 200, rounds = 10;
+  int holding = 0, overlaps = 0, grants = 0, failures = 0, finished = 0;
+  std::vector<std::int64_t> tokens;
+  auto contender = [&](mutex& m) -> awaitable<void> {
+    for (int i = 0; i < rounds; ++i) {
+      auto l = co_await m.async_acquire(use_awaitable);
+      if (++holding > 1) ++overlaps;
+      tokens.push_back(l.fencing_token());
+      ++grants;
+      asio::steady_timer hold(co_await asio::this_coro::executor, 100us);
+      co_await hold.async_wait(use_awaitable);
+      --holding;
+      co_await l.async_release(use_awaitable);
+    }
+  };
+  for (int i = 0; i < contenders; ++i)
+    asio::co_spawn(io, contender(*mutexes[i % 8]), [&](std::exception_ptr e) {
+      failures += e != nullptr;
+      ++finished;
+    });
+  REQUIRE(run_until(io, [&] { return finished == contenders; }, 240s));
+  CHECK(failures == 0);
+  CHECK(overlaps == 0);
+  CHECK(grants == contenders * rounds);
+  // Fencing tokens grow with every grant.
+  CHECK(std::is_sorted(tokens.begin(), tokens.end()));
+  CHECK(std::set<std::int64_t>(tokens.begin(), tokens.end()).size() == tokens.size());
+  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(*sessions[0], path)).empty()); }());
+}
+
+TEST_CASE("grants follow the order of the nodes; each waiter watches only its predecessor") {
+  asio::io_context io;
+  auto path = unique_path("mutex-fifo");
+  std::vector<std::unique_ptr<session>> sessions;
+  std::vector<std::unique_ptr<mutex>> mutexes;
+  for (int i = 0; i < 11; ++i) {
+    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
+    mutexes.push_back(std::make_unique<mutex>(*sessions.back(), path));
+  }
+  std::vector<std::string> granted_nodes;
+  std::vector<lock> held(11);
+  run(io, [&]() -> awaitable<void> {
+    held[0] = co_await mutexes[0]->async_acquire(use_awaitable);
+    for (int i = 1; i < 11; ++i) {
+      asio::co_spawn(io, [&, i]() -> awaitable<void> {
+        auto l = co_await mutexes[i]->async_acquire(use_awaitable);
+        granted_nodes.push_back(l.node());
+        co_await l.async_release(use_awaitable);
+      }, asio::detached);
+      // Queue them one by one: each create lands after the previous.
+      CHECK(co_await settles_at(*sessions[0], path, static_cast<std::size_t>(i + 1)));
+    }
+    auto queue = co_await lock_nodes(*sessions[0], path);
+    REQUIRE(queue.size() == 11);
+    co_await sessions[0]->async_exists("/", use_awaitable);
+
+    // No herd: every lock node is watched by at most one waiter's session
+    // (its successor) besides its holder's own monitor.
+    auto watches = four_letter_word(shared_hosts(), "wchp");
+    std::map<std::string, int> watchers;
+    std::string current;
+    std::istringstream lines(watches);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty() && line[0] == '/') current = line;
+      else if (!line.empty() && current.rfind(path + "/", 0) == 0) ++watchers[current];
+    }
+    for (std::size_t i = 0; i + 1 < queue.size(); ++i) {
+      CAPTURE(i);
+      // The successor's wait, plus the owner's own monitor when it holds.
+      CHECK(watchers[path + "/" + queue[i]] <= (i == 0 ? 2 : 1));
+    }
+
+    co_await held[0].async_release(use_awaitable);
+    CHECK(co_await settles_at(*sessions[0], path, 0));
+    std::vector<std::string> expected;
+    for (std::size_t i = 1; i < queue.size(); ++i) expected.push_back(path + "/" + queue[i]);
+    CHECK(granted_nodes == expected);
+  }());
+}
+
+TEST_CASE("cancellation and timeouts at every stage leave no node behind") {
+  asio::io_context io;
+  session holder_session(io, test_options(shared_hosts()));
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-cancel");
+  mutex holder_mutex(holder_session, path);
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await holder_mutex.async_acquire(use_awaitable);
+
+    // Before the create's reply: cancelled at once.
+    {
+      asio::cancellation_signal signal;
+      std::optional<std::error_code> result;
+      m.async_acquire(asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, lock) {
+        result = ec;
+      }));
+      signal.emit(asio::cancellation_type::terminal);
+      co_await s.async_exists("/", use_awaitable);
+      CHECK(co_await settles_at(s, path, 1));
+      asio::steady_timer settle(io, 50ms);
+      co_await settle.async_wait(use_awaitable);
+      REQUIRE(result.has_value());
+      CHECK(*result == asio::error::operation_aborted);
+    }
+    // While waiting: with awaitable operators.
+    {
+      asio::steady_timer timer(io, 100ms);
+      CHECK(co_await settles_at(s, path, 1));
+      auto r = co_await (m.async_acquire(use_awaitable) || timer.async_wait(use_awaitable));
+      CHECK(r.index() == 1);
+      CHECK(co_await settles_at(s, path, 1));
+    }
+    // A timeout.
+    {
+      auto [ec, l] = co_await m.async_acquire_for(100ms, as_tuple(use_awaitable));
+      CHECK(ec == error::lock_timeout);
+      CHECK_FALSE(l.held());
+      CHECK(co_await settles_at(s, path, 1));
+    }
+    // try_acquire while held: busy, nothing left.
+    {
+      auto [ec, l] = co_await m.async_try_acquire(as_tuple(use_awaitable));
+      CHECK(ec == error::lock_busy);
+      CHECK(co_await settles_at(s, path, 1));
+    }
+    // 100 random cancellations while the holder comes and goes.
+    for (int i = 0; i < 100; ++i) {
+      asio::steady_timer timer(io, std::chrono::microseconds(i * 97 % 3000));
+      auto r = co_await (m.async_acquire(use_awaitable) || timer.async_wait(use_awaitable));
+      if (r.index() == 0) co_await std::get<0>(r).async_release(use_awaitable);
+      if (i == 50) co_await held.async_release(use_awaitable);
+    }
+    CHECK(co_await settles_at(s, path, 0));
+    // Free: try_acquire takes it.
+    auto [ec, l] = co_await m.async_try_acquire(as_tuple(use_awaitable));
+    CHECK(!ec);
+    CHECK(l.held());
+    co_await l.async_release(use_awaitable);
+  }());
+}
+
+TEST_CASE("reentrancy by owner; releases report twice and lost") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-reentrant");
+  mutex m(s, path);
+  mutex other_mutex(other, path);
+  run(io, [&]() -> awaitable<void> {
+    owner me;
+    auto outer = co_await m.async_acquire(me, use_awaitable);
+    auto inner = co_await m.async_acquire(me, use_awaitable);  // at once, same node
+    CHECK(inner.node() == outer.node());
+    CHECK((co_await lock_nodes(s, path)).size() == 1);
+    co_await inner.async_release(use_awaitable);
+    auto [busy, none] = co_await other_mutex.async_try_acquire(as_tuple(use_awaitable));
+    CHECK(busy == error::lock_busy);  // still held by the outer grant
+    co_await outer.async_release(use_awaitable);
+    CHECK((co_await lock_nodes(s, path)).empty());
+    // A second release is harmless and says so.
+    auto [twice] = co_await outer.async_release(as_tuple(use_awaitable));
+    CHECK(twice == error::not_held);
+
+    // Without an owner, acquires are strangers: the second waits.
+    auto a = co_await m.async_acquire(use_awaitable);
+    auto [ec, b] = co_await m.async_acquire_for(50ms, as_tuple(use_awaitable));
+    CHECK(ec == error::lock_timeout);
+
+    // The node deleted by an operator: the lost signal fires, release says lost.
+    bool fired = false;
+    test_event lost(io.get_executor());
+    a.lost_slot().assign([&](asio::cancellation_type) {
+      fired = true;
+      lost.count();
+    });
+    co_await other.async_remove(a.node(), use_awaitable);
+    CHECK(co_await lost.wait());
+    CHECK(a.lost());
+    auto [released] = co_await a.async_release(as_tuple(use_awaitable));
+    CHECK(released == error::lock_lost);
+    CHECK(fired);
+  }());
+}
+
+TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost signal") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-revoke");
+  mutex m(s, path);
+  mutex other_mutex(other, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    // Guarded writes go through while held.
+    std::vector<multi_op> write{op::create{path + "-state", "1"}};
+    auto results = co_await held.async_guarded_multi(std::move(write), use_awaitable);
+    CHECK(results.size() == 2);
+
+    // A body running under the lost signal is aborted by a revocation.
+    std::error_code body_ec;
+    auto body = [&]() -> awaitable<void> {
+      asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+      co_await forever.async_wait(asio::redirect_error(use_awaitable, body_ec));
+    };
+    auto name = held.node().substr(path.size() + 1);
+    auto revoke = [&]() -> awaitable<void> {
+      co_await other_mutex.async_revoke(name, use_awaitable);
+    };
+    co_await (asio::co_spawn(held.get_executor(), body(),
+                             asio::bind_cancellation_slot(held.lost_slot(), use_awaitable)) &&
+              revoke());
+    CHECK(body_ec == asio::error::operation_aborted);
+    CHECK(held.lost());
+
+    // Revoking what nobody holds: a clear error.
+    auto [ec] = co_await other_mutex.async_revoke("_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000999",
+                                                  as_tuple(use_awaitable));
+    CHECK(ec == error::not_held);
+    auto [bad] = co_await other_mutex.async_revoke("garbage", as_tuple(use_awaitable));
+    CHECK(bad == error::not_held);
+
+    // After the node is gone, guarded writes fail and change nothing.
+    co_await other.async_remove(held.node(), use_awaitable);
+    std::vector<multi_op> late{op::set_data{path + "-state", "2"}};
+    auto [guard_ec, guard_results] = co_await held.async_guarded_multi(std::move(late), as_tuple(use_awaitable));
+    CHECK(guard_ec == error::lock_lost);
+    CHECK((co_await s.async_get_data(path + "-state", use_awaitable)).data == "1");
+    co_await s.async_remove(path + "-state", use_awaitable);
+  }());
+}
+
+TEST_CASE("bad input: lock path, ephemeral parent, garbage children") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  CHECK_THROWS_AS(mutex(s, "no-slash"), std::system_error);
+  CHECK_THROWS_AS(mutex(s, "/"), std::system_error);
+  CHECK_THROWS_AS(mutex(s, "/a//b"), std::system_error);
+  auto path = unique_path("mutex-bad");
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create(path, "", create_options(create_mode::ephemeral), use_awaitable);
+    mutex under_ephemeral(s, path + "/lock");
+    auto [ec, l] = co_await under_ephemeral.async_acquire(as_tuple(use_awaitable));
+    CHECK(ec == error::no_children_for_ephemerals);
+
+    auto dir = unique_path("mutex-garbage");
+    co_await s.async_create(dir, "", use_awaitable);
+    co_await s.async_create(dir + "/readme", "", use_awaitable);
+    co_await s.async_create(dir + "/lock-0000000001", "", use_awaitable);
+    co_await s.async_create(dir + "/_c_nonsense-lock-0000000000", "", use_awaitable);
+    mutex m(s, dir);
+    auto held = co_await m.async_acquire(use_awaitable);  // garbage neither blocks nor crashes
+    CHECK(held.held());
+    co_await held.async_release(use_awaitable);
+  }());
+}
+
+TEST_CASE("acquire before the session has connected waits for the connection") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-early");
+  mutex m(s, path);
+  CHECK(s.state() == session_state::connecting);
+  auto l = run(io, m.async_acquire(use_awaitable));
+  CHECK(l.held());
+  run(io, l.async_release(use_awaitable));
+}
+
+TEST_CASE("a lost create reply: the node is found by its uuid, no duplicate, no deadlock") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 10s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/lock");
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/lock", "", use_awaitable);
+    proxy.drop_after_next_request(15);  // ZOO_CREATE2_OP
+    auto l = co_await m.async_acquire(use_awaitable);
+    CHECK(proxy.wait_cut(5s));
+    CHECK(l.held());
+    auto nodes = co_await lock_nodes(observer, "/lock");
+    REQUIRE(nodes.size() == 1);
+    CHECK("/lock/" + nodes[0] == l.node());
+    co_await l.async_release(use_awaitable);
+    CHECK((co_await lock_nodes(observer, "/lock")).empty());
+  }());
+}
+
+TEST_CASE("session expiry while holding: the lost signal fires; waiters fail with session_expired") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 1s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/lock", {.policy = lost_policy::before_expiry, .safety_margin = 100ms});
+  mutex observer_mutex(observer, "/lock");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    std::optional<std::chrono::steady_clock::time_point> fired_at;
+    test_event lost(io.get_executor());
+    held.lost_slot().assign([&](asio::cancellation_type) {
+      fired_at = std::chrono::steady_clock::now();
+      lost.count();
+    });
+    auto waiting = co_await observer_mutex.async_contenders(use_awaitable);
+    CHECK(waiting.size() == 1);
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    auto cut_at = std::chrono::steady_clock::now();
+    CHECK(co_await lost.wait(10s));
+    // The server expires the session (the node goes) only after the signal.
+    co_await observer.async_wait_deleted(held.node(), use_awaitable);
+    auto gone_at = std::chrono::steady_clock::now();
+    REQUIRE(fired_at.has_value());
+    CHECK(*fired_at < gone_at);
+    CHECK(*fired_at > cut_at);
+    proxy.refuse_connections(false);
+    auto [ec] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+  }());
+}
