@@ -325,6 +325,37 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
   }());
 }
 
+TEST_CASE("with_lock: the body runs under the lock and is aborted when the lock is lost") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-with-lock");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    // A body that completes: its result comes back and the lock is released.
+    int value = co_await with_lock(m, [&]() -> awaitable<int> {
+      CHECK((co_await lock_nodes(s, path)).size() == 1);
+      co_return 42;
+    });
+    CHECK(value == 42);
+    CHECK((co_await lock_nodes(s, path)).empty());
+
+    // A body interrupted by the loss of the lock (its node deleted by an operator).
+    std::error_code aborted;
+    try {
+      co_await with_lock(m, [&]() -> awaitable<void> {
+        auto nodes = co_await lock_nodes(s, path);
+        co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
+        asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+        co_await forever.async_wait(use_awaitable);
+      });
+    } catch (const std::system_error& e) {
+      aborted = e.code();
+    }
+    CHECK(aborted == asio::error::operation_aborted);
+  }());
+}
+
 TEST_CASE("bad input: lock path, ephemeral parent, garbage children") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));

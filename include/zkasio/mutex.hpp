@@ -28,6 +28,8 @@
 #include <asio/dispatch.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/prefer.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
 #include <asio/strand.hpp>
 #include <chrono>
 #include <cstdint>
@@ -36,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 #include <zkasio/error.hpp>
 #include <zkasio/operations.hpp>
@@ -249,5 +252,36 @@ class mutex {
 
   std::shared_ptr<detail::mutex_state> state_;
 };
+
+// Acquires `m`, runs the critical section `body()` (returning an
+// asio::awaitable) on the lock's strand with the lock's lost signal as its
+// cancellation slot, so that every operation in it is aborted
+// (operation_aborted) the moment the lock may be lost; then releases. Throws
+// what the acquire or the body throws, and lock_lost if the body completed but
+// the lock was lost meanwhile.
+template <class Body>
+auto with_lock(mutex& m, Body body) -> decltype(body()) {
+  using result_type = typename decltype(body())::value_type;
+  auto held = co_await m.async_acquire(asio::use_awaitable);
+  auto run = asio::co_spawn(held.get_executor(), body(),
+                            asio::bind_cancellation_slot(held.lost_slot(), asio::use_awaitable));
+  std::exception_ptr failure;
+  std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;
+  try {
+    if constexpr (std::is_void_v<result_type>) {
+      co_await std::move(run);
+      result.emplace(true);
+    } else {
+      result.emplace(co_await std::move(run));
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::error_code released;
+  co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
+  if (failure) std::rethrow_exception(failure);
+  if (released) throw std::system_error(released, "with_lock");
+  if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
+}
 
 }  // namespace zkasio

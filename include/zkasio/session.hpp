@@ -241,9 +241,10 @@ class session {
                       std::forward<Token>(token));
   }
 
-  // Ends the session (its ephemeral nodes go at once). Pending operations
-  // complete with session_closed. Cancelling only stops waiting: the close
-  // goes on. void(error_code)
+  // Ends the session: connected, its ephemeral nodes go at once; disconnected,
+  // when the server expires it. Pending and later operations complete with
+  // session_closed. Cancelling only stops waiting: the close goes on.
+  // void(error_code)
   template <class Token = default_token<void(std::error_code)>>
   auto async_close(Token&& token = {}) {
     return initiate<>(detail::write_cancellation, [](core& c, auto done) { c.close(std::move(done)); }, std::forward<Token>(token));
