@@ -1,12 +1,16 @@
 #include "support/process.hpp"
 
 #include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <stdexcept>
+
+extern char** environ;
 
 namespace zkasio::test {
 
@@ -23,6 +27,26 @@ bool await_exit(int pid, std::chrono::milliseconds timeout) {
   int ready = poll(&p, 1, static_cast<int>(timeout.count()));
   close(fd);
   return ready == 1;
+}
+
+int spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0)
+    throw std::runtime_error("cannot start " + argv[0]);
+  return pid;
+}
+
+int wait_child(int pid, std::chrono::milliseconds timeout) {
+  bool ended = await_exit(pid, timeout);
+  if (!ended) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!ended) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace zkasio::test

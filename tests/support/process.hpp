@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace zkasio::test {
 
@@ -9,5 +11,11 @@ bool process_running(int pid);
 // Waits until process `pid` (not necessarily a child) has ended; false when
 // `timeout` passed first.
 bool await_exit(int pid, std::chrono::milliseconds timeout);
+
+// Starts a child process (stdout and stderr inherited); its pid.
+int spawn(const std::vector<std::string>& argv);
+// Waits for the child `pid` and returns its exit status (128+N when killed by
+// signal N); a child still running after `timeout` is killed and -1 returned.
+int wait_child(int pid, std::chrono::milliseconds timeout);
 
 }  // namespace zkasio::test
