@@ -306,10 +306,25 @@ asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(
   hold->released = true;
   hold->stop_monitor.emit(asio::cancellation_type::terminal);
   std::erase_if(hold->mutex->holds, [&](auto& w) { return w.lock() == hold; });
-  // Not cancellable: a release that stopped half-way would leave the node.
-  co_await asio::this_coro::reset_cancellation_state(
-      [](asio::cancellation_type) { return asio::cancellation_type::none; });
-  auto ec = co_await detail::delete_node(hold->mutex, hold->node, hold->generation);
+  // The delete runs on its own, so that it completes even if this wait is
+  // cancelled (then operation_aborted, and the delete goes on in the background).
+  struct outcome {
+    asio::steady_timer finished;
+    std::optional<std::error_code> result;
+  };
+  auto shared = std::make_shared<outcome>(outcome{asio::steady_timer(hold->mutex->strand,
+                                                  asio::steady_timer::time_point::max()), {}});
+  asio::co_spawn(
+      hold->mutex->strand,
+      [](std::shared_ptr<detail::hold> hold, std::shared_ptr<outcome> shared) -> asio::awaitable<void> {
+        shared->result = co_await detail::delete_node(hold->mutex, hold->node, hold->generation);
+        shared->finished.cancel();
+      }(hold, shared),
+      asio::detached);
+  if (!shared->result)
+    co_await shared->finished.async_wait(detail::as_tuple(detail::use_awaitable));
+  if (!shared->result) co_return std::make_tuple(std::error_code(asio::error::operation_aborted));
+  auto ec = *shared->result;
   if (!ec && was_lost) ec = make_error_code(error::lock_lost);
   co_return std::make_tuple(ec);
 }

@@ -446,3 +446,86 @@ TEST_CASE("session expiry while holding: the lost signal fires; waiters fail wit
     CHECK(ec == error::lock_lost);
   }());
 }
+
+TEST_CASE("lost-lock policies while cut off: on_suspend at once, before_expiry at its deadline") {
+  zk_servers servers;
+  asio::io_context io;
+  for (auto policy : {lost_policy::on_suspend, lost_policy::before_expiry}) {
+    CAPTURE(static_cast<int>(policy));
+    tcp_proxy proxy(servers.host(1));
+    session s(io, test_options(proxy.address(), 2s));
+    mutex m(s, "/policy", {.policy = policy, .safety_margin = 300ms});
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      test_event lost(io.get_executor());
+      std::chrono::steady_clock::time_point fired_at;
+      held.lost_slot().assign([&](asio::cancellation_type) {
+        fired_at = std::chrono::steady_clock::now();
+        lost.count();
+      });
+      auto contact = s.last_contact();
+      auto timeout = s.negotiated_timeout();
+      proxy.refuse_connections(true);
+      proxy.drop_now();
+      auto cut_at = std::chrono::steady_clock::now();
+      REQUIRE(co_await lost.wait(10s));
+      if (policy == lost_policy::on_suspend) {
+        // At once: as soon as the client notices the cut (tolerance 1 s).
+        CHECK(fired_at - cut_at < 1s);
+      } else {
+        // At last contact + timeout - margin: not before, and not later than
+        // 200 ms after (tolerance for the timer and a loaded machine).
+        auto deadline = contact + timeout - 300ms;
+        CHECK(fired_at >= deadline);
+        CHECK(fired_at - deadline < 200ms);
+        CHECK(fired_at < contact + timeout);  // before the server can expire the session
+      }
+      proxy.refuse_connections(false);
+      co_await held.async_release(as_tuple(use_awaitable));
+      co_await s.async_close(use_awaitable);
+    }());
+  }
+}
+
+TEST_CASE("a waiter in the middle whose session expires: the queue still drains in order") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session holder(io, test_options(servers.hosts(), 10s));
+  session middle(io, test_options(proxy.address(), 1s));
+  session last(io, test_options(servers.hosts(), 10s));
+  mutex holder_mutex(holder, "/queue"), middle_mutex(middle, "/queue"), last_mutex(last, "/queue");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await holder_mutex.async_acquire(use_awaitable);
+    std::optional<std::error_code> middle_result;
+    test_event middle_done(io.get_executor());
+    middle_mutex.async_acquire([&](std::error_code ec, lock) {
+      middle_result = ec;
+      middle_done.count();
+    });
+    CHECK(co_await settles_at(holder, "/queue", 2));
+    std::optional<std::error_code> last_result;
+    test_event last_done(io.get_executor());
+    last_mutex.async_acquire([&](std::error_code ec, lock l) {
+      last_result = ec;
+      last_done.count();
+      // Hold it until the test releases everything by closing the session.
+      asio::co_spawn(io, l.async_release(use_awaitable), asio::detached);
+    });
+    CHECK(co_await settles_at(holder, "/queue", 3));
+    // The middle waiter's session expires: its node goes, its acquire fails.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    CHECK(co_await settles_at(holder, "/queue", 2));
+    proxy.refuse_connections(false);
+    CHECK(co_await middle_done.wait(10s));
+    REQUIRE(middle_result.has_value());
+    CHECK(*middle_result == error::session_expired);
+    CHECK_FALSE(last_done.happened());
+    // The holder releases: the last waiter (now next) gets the lock.
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await last_done.wait(10s));
+    REQUIRE(last_result.has_value());
+    CHECK(!*last_result);
+  }());
+}

@@ -1,0 +1,95 @@
+// The zklock command: every exit status, signal forwarding, and a lock lost
+// while the command runs.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <zkasio/mutex.hpp>
+
+#include "support/async.hpp"
+#include "support/process.hpp"
+#include "support/session_test.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+int zklock(std::vector<std::string> args) {
+  args.insert(args.begin(), ZKASIO_ZKLOCK);
+  return wait_child(spawn(args), 60s);
+}
+
+}  // namespace
+
+TEST_CASE("zklock exits with the command's status, or says why not") {
+  auto path = unique_path("zklock");
+  auto hosts = shared_hosts();
+  CHECK(zklock({"--hosts", hosts, path, "--", "sh", "-c", "exit 3"}) == 3);
+  CHECK(zklock({"--hosts", hosts, path, "--", "true"}) == 0);
+  CHECK(zklock({"--hosts", hosts, path, "--", "sh", "-c", "kill -9 $$"}) == 128 + 9);
+  CHECK(zklock({"--hosts", hosts, path, "--", "/nonexistent/command"}) == 127);
+  auto not_executable = std::filesystem::temp_directory_path() / ("zkasio-noexec-" + std::to_string(getpid()));
+  { std::ofstream(not_executable) << "#!/bin/sh\n"; }
+  std::filesystem::permissions(not_executable, std::filesystem::perms::owner_read);
+  CHECK(zklock({"--hosts", hosts, path, "--", not_executable.string()}) == 126);
+  std::filesystem::remove(not_executable);
+  // zklock's own failures.
+  CHECK(zklock({"--bogus"}) == 125);
+  CHECK(zklock({"--hosts", hosts, "no-slash", "--", "true"}) == 125);
+  CHECK(zklock({"--hosts", hosts, path}) == 125);
+  CHECK(zklock({"--hosts", hosts, "--timeout", "soon", path, "--", "true"}) == 125);
+  CHECK(zklock({"--hosts", "127.0.0.1:1", "--timeout", "1", path, "--", "true"}) == 125);
+
+  // The lock held elsewhere: the timeout passes, or --timeout 0 tries once.
+  asio::io_context io;
+  session s(io, test_options(hosts));
+  mutex m(s, path);
+  auto held = run(io, m.async_acquire(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", path, "--", "true"}) == 124);
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", path, "--", "true"}) == 124);
+  run(io, [&]() -> asio::awaitable<void> {
+    // Nothing left behind by the failed attempts: only our node.
+    auto contenders = co_await m.async_contenders(asio::use_awaitable);
+    CHECK(contenders.size() == 1);
+    co_await held.async_release(asio::use_awaitable);
+  }());
+}
+
+TEST_CASE("zklock passes TERM to the command, then releases and exits 128+15") {
+  auto path = unique_path("zklock-signal");
+  int out = -1;
+  int pid = spawn({ZKASIO_ZKLOCK, "--hosts", shared_hosts(), path, "--", "sh", "-c",
+                   "trap 'exit 7' TERM; echo started; sleep 1000 & wait"},
+                  &out);
+  REQUIRE(read_line(out, 20s) == "started");
+  ::kill(pid, SIGTERM);
+  CHECK(wait_child(pid, 20s) == 128 + SIGTERM);
+  close(out);
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  mutex m(s, path);
+  CHECK(run(io, m.async_contenders(asio::use_awaitable)).empty());
+}
+
+TEST_CASE("a lock lost while the command runs: the command is gone before the server could expire the session") {
+  zk_servers servers;
+  int out = -1;
+  int pid = spawn({ZKASIO_ZKLOCK, "--hosts", servers.hosts(), "--session-timeout", "2000", "/lost", "--",
+                   "sh", "-c", "echo $$; exec sleep 1000"},
+                  &out);
+  auto command = read_line(out, 20s);
+  REQUIRE(!command.empty());
+  int command_pid = std::stoi(command);
+  // The server stops answering: the session cannot be confirmed any more.
+  servers.pause();
+  CHECK(wait_child(pid, 20s) == 123);
+  CHECK(await_exit(command_pid, 1s));  // gone, while the server is still paused
+  servers.resume();
+  close(out);
+}
