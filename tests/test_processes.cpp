@@ -71,7 +71,7 @@ std::string temp_log(const std::string& name) {
 TEST_CASE("mutual exclusion across 6 processes") {
   auto log = temp_log("processes");
   auto path = unique_path("mutex-processes");
-  constexpr int rounds = 50;
+  constexpr int rounds = 200;
   std::vector<contender> contenders;
   for (int i = 0; i < 6; ++i) {
     auto name = "zkasio-" + std::to_string(i);

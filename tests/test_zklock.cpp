@@ -61,16 +61,21 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
   }());
 }
 
-TEST_CASE("zklock passes TERM to the command, then releases and exits 128+15") {
+TEST_CASE("zklock passes TERM, INT and HUP to the command, then releases and exits 128+N") {
   auto path = unique_path("zklock-signal");
-  int out = -1;
-  int pid = spawn({ZKASIO_ZKLOCK, "--hosts", shared_hosts(), path, "--", "sh", "-c",
-                   "trap 'exit 7' TERM; echo started; sleep 1000 & wait"},
-                  &out);
-  REQUIRE(read_line(out, 20s) == "started");
-  ::kill(pid, SIGTERM);
-  CHECK(wait_child(pid, 20s) == 128 + SIGTERM);
-  close(out);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) {
+    CAPTURE(signal_number);
+    int out = -1;
+    // The command proves it got the signal: it exits 7 from its trap.
+    int pid = spawn({ZKASIO_ZKLOCK, "--hosts", shared_hosts(), path, "--", "sh", "-c",
+                     "trap 'echo trapped; exit 7' TERM INT HUP; echo started; sleep 1000 & wait"},
+                    &out);
+    REQUIRE(read_line(out, 20s) == "started");
+    ::kill(pid, signal_number);
+    CHECK(read_line(out, 20s) == "trapped");
+    CHECK(wait_child(pid, 20s) == 128 + signal_number);
+    close(out);
+  }
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
   mutex m(s, path);
