@@ -1,7 +1,12 @@
 // lock_order: several processes take turns holding one zkasio::mutex and
-// print when they get it.
+// print when they get it. With LOG, each holder also appends "enter NAME" and
+// "exit NAME" to it while holding the lock (one O_APPEND write each), so that
+// overlapping holders would show: the cross-process tests use it that way.
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG]
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -15,15 +20,26 @@ using asio::use_awaitable;
 
 namespace {
 
-awaitable<void> take_turns(zkasio::session& s, std::string path, std::string name, int rounds) {
+void append(const std::string& log, const std::string& line) {
+  if (log.empty()) return;
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) throw std::runtime_error("cannot write " + log);
+}
+
+awaitable<void> take_turns(zkasio::session& s, std::string path, std::string name, int rounds,
+                           std::string log) {
   zkasio::mutex m(s, path, {.data = name});
   for (int i = 1; i <= rounds; ++i) {
     auto held = co_await m.async_acquire(use_awaitable);
+    append(log, "enter " + name + "\n");
     std::cout << name << " holds the lock (round " << i << ", node "
               << held.node().substr(path.size() + 1) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
-    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(2));
     co_await hold.async_wait(use_awaitable);
+    append(log, "exit " + name + "\n");
     co_await held.async_release(use_awaitable);
   }
   co_await s.async_close(use_awaitable);
@@ -32,22 +48,22 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS\n";
+  if (argc != 5 && argc != 6) {
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG]\n";
     return 2;
   }
   asio::io_context io;
   zkasio::session s(io, {.hosts = argv[1]});
   int status = 0;
-  asio::co_spawn(io, take_turns(s, argv[2], argv[3], std::stoi(argv[4])),
+  asio::co_spawn(io, take_turns(s, argv[2], argv[3], std::stoi(argv[4]), argc == 6 ? argv[5] : ""),
                  [&](std::exception_ptr e) {
                    if (!e) return;
                    try {
                      std::rethrow_exception(e);
                    } catch (const std::exception& x) {
                      std::cerr << argv[3] << ": " << x.what() << '\n';
-                     status = 1;
                    }
+                   status = 1;
                    io.stop();
                  });
   io.run();

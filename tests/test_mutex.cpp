@@ -278,6 +278,28 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
   }());
 }
 
+TEST_CASE("a cancelled release completes at once, and the node still goes") {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 10s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/release");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto node = held.node();
+    // The server cannot answer the delete: only cancellation can end the wait.
+    servers.pause();
+    asio::steady_timer timer(io, 100ms);
+    auto r = co_await (held.async_release(use_awaitable) || timer.async_wait(use_awaitable));
+    CHECK(r.index() == 1);
+    CHECK_FALSE(held.held());
+    servers.resume();
+    // The delete went on in the background.
+    co_await observer.async_wait_deleted(node, use_awaitable);
+    CHECK((co_await lock_nodes(observer, "/release")).empty());
+  }());
+}
+
 TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost signal") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));

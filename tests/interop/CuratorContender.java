@@ -1,4 +1,5 @@
-// A Curator InterProcessMutex contender for the interoperability test: takes
+// A Curator InterProcessMutex contender for the interoperability test (the
+// counterpart of examples/lock_order with a LOG argument): takes
 // the lock ROUNDS times, appending "enter NAME" and "exit NAME" to LOG while
 // holding it (one write each, O_APPEND), so that overlapping holders show.
 import java.nio.charset.StandardCharsets;
