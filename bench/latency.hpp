@@ -17,6 +17,7 @@ class latency {
   std::size_t count() const { return samples_us_.size(); }
   double percentile(double p) const;  // in microseconds
   std::string json() const;           // {"p50":…, "p90":…, "p99":…, "max":…, "n":…}
+  const std::vector<double>& samples_us() const { return samples_us_; }
   void merge(const latency& other) {
     samples_us_.insert(samples_us_.end(), other.samples_us_.begin(), other.samples_us_.end());
   }
@@ -25,10 +26,19 @@ class latency {
   std::vector<double> samples_us_;
 };
 
-// Keys in the order they are reported.
-using report = std::deque<std::pair<std::string, latency>>;  // entry() references stay valid
+// What a subcommand reports: latencies, then plain values (numbers, booleans),
+// each in the order added.
+struct report {
+  std::deque<std::pair<std::string, latency>> latencies;  // entry() references stay valid
+  std::vector<std::pair<std::string, std::string>> values;  // as JSON text
+  bool sound = true;  // false when the run saw the lock misbehave
+};
 
 latency& entry(report& r, const std::string& key);
+void add_value(report& r, const std::string& key, double value);
+void add_value(report& r, const std::string& key, bool value);
+// Each latency's samples to DIR/<key>.txt, one per line (microseconds).
+void write_samples(const report& r, const std::string& dir);
 
 // What floor and ops both report, under the same keys.
 struct operation_latencies {
@@ -49,11 +59,22 @@ struct options {
   std::string hosts;
   int rounds = 200;
   int batches = 5;
+  int contenders = 4;
+  int sessions = 1;
+  double seconds = 3;
+  int hold_us = 0;
+  int waiters = 100;
+  int locks = 1;
+  std::string samples_dir;  // empty: none written
   bool json = false;
 };
 
 report run_floor(const options& o);
 report run_ops(const options& o);
+report run_handoff(const options& o);
+report run_uncontended(const options& o);
+report run_throughput(const options& o);
+report run_scale(const options& o);  // values["granted"] == waiters, ["in_order"] true when sound
 // floor and ops in alternating batches (machine noise hits both alike), then
 // both reports and the ratio of their p50s.
 void run_ops_vs_floor(const options& o);

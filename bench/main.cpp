@@ -10,16 +10,28 @@
 namespace {
 
 const char* usage =
-    "usage: zkasio-bench SUBCOMMAND [--hosts H] [--rounds N] [--json]\n"
+    "usage: zkasio-bench SUBCOMMAND [--hosts H] [options] [--samples DIR] [--json]\n"
     "subcommands:\n"
-    "  floor   the raw C client with poll(): create, get_children, exists, delete,\n"
-    "          notify (a delete in one session seen by a watch in another),\n"
-    "          pipelined_create_get_children\n"
-    "  ops     the same operations through zkasio::session\n"
-    "  ops-vs-floor [--batches B]\n"
-    "          floor and ops in B alternating batches of rounds/B, and the ratio of p50s\n"
-    "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in microseconds;\n"
-    "--json prints one JSON object and nothing else on stdout.\n";
+    "  floor --rounds N   the raw C client with poll(): create, get_children, exists,\n"
+    "                     delete, notify (a delete in one session seen by a watch in\n"
+    "                     another), pipelined_create_get_children\n"
+    "  ops --rounds N     the same operations through zkasio::session\n"
+    "  ops-vs-floor --rounds N [--batches B]\n"
+    "                     floor and ops in B alternating batches, and the ratio of p50s\n"
+    "  handoff --rounds N two sessions ping-pong one lock (the holder keeps it 2 ms):\n"
+    "                     handoff = the waiter's grant - the holder's release\n"
+    "  uncontended --rounds N\n"
+    "                     acquire_release: one acquire and its release, nobody else\n"
+    "  throughput --contenders C --sessions S --seconds D --hold-us H\n"
+    "                     C coroutines over S sessions loop on one lock for D seconds:\n"
+    "                     acquisitions_per_s and handoff\n"
+    "  scale --waiters W --locks L [--sessions S]\n"
+    "                     W waiters on one thread queue on L locks, then drain: waiters,\n"
+    "                     granted, in_order, threads, rss_bytes_per_waiter, drain_s;\n"
+    "                     exits 1 unless every waiter got its lock once, in order\n"
+    "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in\n"
+    "microseconds; --json prints one JSON object and nothing else on stdout;\n"
+    "--samples DIR also writes each latency's samples to DIR/<key>.txt.\n";
 
 [[noreturn]] void fail(const std::string& what) {
   std::cerr << "zkasio-bench: " << what << "\n" << usage;
@@ -43,20 +55,32 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) fail(arg + " needs a value");
       return argv[++i];
     };
+    auto number = [&](double low, double high) {
+      auto text = value();
+      char* end = nullptr;
+      double n = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end || !(n >= low && n <= high))
+        fail(arg + " must be a number from " + std::to_string(static_cast<long>(low)) + " to " +
+             std::to_string(static_cast<long>(high)) + ", not '" + text + "'");
+      return n;
+    };
+    auto whole = [&](long low, long high) {
+      double n = number(static_cast<double>(low), static_cast<double>(high));
+      if (n != static_cast<double>(static_cast<long>(n))) fail(arg + " must be a whole number");
+      return static_cast<int>(n);
+    };
     if (arg == "--hosts") o.hosts = value();
-    else if (arg == "--rounds") {
-      auto text = value();
-      char* end = nullptr;
-      long n = std::strtol(text.c_str(), &end, 10);
-      if (*end || n < 1 || n > 10'000'000) fail("--rounds must be a positive number, not '" + text + "'");
-      o.rounds = static_cast<int>(n);
-    } else if (arg == "--batches") {
-      auto text = value();
-      char* end = nullptr;
-      long n = std::strtol(text.c_str(), &end, 10);
-      if (*end || n < 1 || n > 1000) fail("--batches must be a number from 1 to 1000, not '" + text + "'");
-      o.batches = static_cast<int>(n);
-    } else if (arg == "--json") o.json = true;
+    else if (arg == "--rounds") o.rounds = whole(1, 10'000'000);
+    else if (arg == "--batches") o.batches = whole(1, 1000);
+    else if (arg == "--contenders") o.contenders = whole(1, 100'000);
+    // The server accepts 60 connections per address by default.
+    else if (arg == "--sessions") o.sessions = whole(1, 50);
+    else if (arg == "--seconds") o.seconds = number(0.001, 3600);
+    else if (arg == "--hold-us") o.hold_us = whole(0, 10'000'000);
+    else if (arg == "--waiters") o.waiters = whole(1, 1'000'000);
+    else if (arg == "--locks") o.locks = whole(1, 100'000);
+    else if (arg == "--samples") o.samples_dir = value();
+    else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
   }
   if (command == "ops-vs-floor") {
@@ -66,6 +90,14 @@ int main(int argc, char** argv) {
   zkasio::bench::report r;
   if (command == "floor") r = zkasio::bench::run_floor(o);
   else if (command == "ops") r = zkasio::bench::run_ops(o);
-  else fail("unknown subcommand '" + command + "'");
+  else if (command == "handoff") r = zkasio::bench::run_handoff(o);
+  else if (command == "uncontended") r = zkasio::bench::run_uncontended(o);
+  else if (command == "throughput") r = zkasio::bench::run_throughput(o);
+  else if (command == "scale") {
+    if (o.locks > o.waiters) fail("--locks must not exceed --waiters");
+    r = zkasio::bench::run_scale(o);
+  } else fail("unknown subcommand '" + command + "'");
+  if (!o.samples_dir.empty()) zkasio::bench::write_samples(r, o.samples_dir);
   zkasio::bench::print(r, o.json);
+  return r.sound ? 0 : 1;
 }

@@ -2,16 +2,15 @@
 // on one thread.
 #include <unistd.h>
 
-#include <asio/co_spawn.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <iostream>
 #include <zkasio/session.hpp>
 
 #include "latency.hpp"
+#include "harness.hpp"
 
 namespace zkasio::bench {
 namespace {
@@ -75,20 +74,9 @@ awaitable<void> measure(session& a, session& b, const options& o, report& r) {
 }  // namespace
 
 report run_ops(const options& o) {
-  asio::io_context io(1);
-  session a(io, {.hosts = o.hosts}), b(io, {.hosts = o.hosts});
-  report r;
-  asio::co_spawn(io, measure(a, b, o, r), [](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      std::cerr << "zkasio-bench ops: " << x.what() << '\n';
-      std::_Exit(1);
-    }
+  return run_with_sessions(o, 2, "ops", [](session_list& both, const options& o, report& r) {
+    return measure(*both[0], *both[1], o, r);
   });
-  io.run();
-  return r;
 }
 
 }  // namespace zkasio::bench

@@ -76,13 +76,34 @@ std::vector<lock_node> lock_queue(const std::vector<std::string>& children) {
   return queue;
 }
 
-lock_verdict decide(const std::vector<lock_node>& queue, std::string_view mine) {
-  auto it = std::find_if(queue.begin(), queue.end(), [&](const lock_node& n) { return n.name == mine; });
-  if (it == queue.end()) return {};
-  if (it == queue.begin()) return {.what = lock_verdict::held, .predecessor = {}};
+queue_view make_view(const std::vector<std::string>& children, const own_nodes& own) {
+  queue_view view{lock_queue(children), {}};
+  view.others_before.reserve(view.nodes.size());
+  std::uint32_t others = 0;
+  for (const auto& node : view.nodes) {
+    view.others_before.push_back(others);
+    auto known = own.find(node.sequence);
+    if (known == own.end() || known->second != node.name) ++others;
+  }
+  return view;
+}
+
+lock_verdict decide(const queue_view& queue, const lock_node& mine) {
+  auto& nodes = queue.nodes;
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), mine.sequence,
+                             [](const lock_node& n, std::int64_t s) { return n.sequence < s; });
+  if (it == nodes.end() || it->name != mine.name) return {};
+  if (it == nodes.begin()) return {.what = lock_verdict::held};
+  auto predecessor = static_cast<std::size_t>(it - nodes.begin()) - 1;
   return {.what = lock_verdict::wait,
-          .predecessor = (it - 1)->name,
-          .predecessor_is_last = it - 1 == queue.begin()};
+          .predecessor = nodes[predecessor].name,
+          .relist_after = queue.others_before[predecessor] > 0};
+}
+
+std::optional<std::string> next_own_predecessor(const own_nodes& own, std::int64_t mine) {
+  auto below = own.lower_bound(mine);
+  if (below == own.begin()) return std::nullopt;
+  return std::prev(below)->second;
 }
 
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,

@@ -1,8 +1,10 @@
 #include <zkasio/mutex.hpp>
 
+#include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -22,12 +24,29 @@ using namespace asio::experimental::awaitable_operators;
 // Curator's revocation request, written into the holder's node.
 constexpr std::string_view revoke_message = "__REVOKE__";
 
+struct listing_round;
+
 struct mutex_state {
+  mutex_state(session& s, std::string path, mutex_options options)
+      : s(&s), path(std::move(path)), options(std::move(options)), strand(asio::make_strand(s.get_executor())) {}
   session* s;
   std::string path;
   mutex_options options;
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
+  own_nodes own;                           // of the session generation own_generation
+  std::uint64_t own_generation = 0;
+  std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
+};
+
+// A listing of the lock's children shared by the contenders that asked for
+// one before it was sent.
+struct listing_round {
+  explicit listing_round(const lock_strand& strand) : ready(strand, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer ready;  // cancelled when the reply is in
+  bool done = false;
+  std::error_code ec;
+  std::shared_ptr<const queue_view> view;
 };
 
 struct hold {
@@ -47,6 +66,45 @@ struct hold {
 lock_strand strand_of(const mutex_state& state) { return state.strand; }
 
 namespace {
+
+// This mutex's own nodes in the session's current generation (a new session
+// has none of the old one's).
+own_nodes& own_now(mutex_state& m) {
+  if (m.own_generation != m.s->generation()) {
+    m.own.clear();
+    m.own_generation = m.s->generation();
+  }
+  return m.own;
+}
+
+void forget_own(mutex_state& m, std::string_view name) {
+  if (auto node = parse_lock_node(name))
+    if (auto it = m.own.find(node->sequence); it != m.own.end() && it->second == name) m.own.erase(it);
+}
+
+// A listing sent after every request submitted so far (a session's requests
+// run in order): contenders that ask before it goes out share it.
+awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
+    std::shared_ptr<mutex_state> m) {
+  auto round = m->next_listing;
+  if (!round) {
+    round = m->next_listing = std::make_shared<listing_round>(m->strand);
+    asio::post(m->strand, [m, round] {
+      m->next_listing.reset();
+      m->s->async_get_children(
+          m->path, asio::bind_executor(asio::any_io_executor(m->strand), [m, round](std::error_code ec, children kids) {
+            round->ec = ec;
+            if (!ec) round->view = std::make_shared<const queue_view>(make_view(kids.names, own_now(*m)));
+            round->done = true;
+            round->ready.cancel();
+          }));
+    });
+  }
+  if (!round->done) co_await round->ready.async_wait(as_tuple(use_awaitable));
+  if (!round->done)
+    co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
+  co_return std::make_tuple(round->ec, round->view);
+}
 
 void lose(hold& h) {
   if (h.lost || h.released) return;
@@ -69,6 +127,7 @@ awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::stri
     if (s.generation() != generation) co_return make_error_code(error::lock_lost);
     std::error_code ec;
     co_await s.async_remove(node, redirect_error(use_awaitable, ec));
+    if (!ec || ec == error::no_node) forget_own(*m, std::string_view(node).substr(m->path.size() + 1));
     if (!ec) co_return ec;
     if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
@@ -149,8 +208,11 @@ awaitable<void> watch_session(std::shared_ptr<hold> h) {
 
 // Watches what can take the lock away, until released.
 void start_monitor(const std::shared_ptr<hold>& h) {
+  // The handler keeps the hold (and so the signal its slot belongs to) alive
+  // until the monitor has let go of the slot.
   asio::co_spawn(h->mutex->strand, watch_node(h) || watch_session(h),
-                 asio::bind_cancellation_slot(h->stop_monitor.slot(), asio::detached));
+                 asio::bind_cancellation_slot(h->stop_monitor.slot(),
+                                              [h](std::exception_ptr, std::variant<std::monostate, std::monostate>) {}));
 }
 
 // Creates the parents of the lock path, as containers.
@@ -167,50 +229,110 @@ awaitable<std::error_code> create_parents(session& s, const std::string& path) {
 struct attempt {
   std::string uuid;
   std::uint64_t generation = 0;
-  std::string node;  // name under the lock path, once known
+  lock_node node;  // once known
   node_stat stat;
   bool submitted = false;  // a create may have taken effect
 };
 
+using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
+
+// A node this mutex created: remembered as its own.
+std::optional<lock_node> adopt(mutex_state& m, std::string_view name) {
+  auto node = parse_lock_node(name);
+  if (node) own_now(m).emplace(node->sequence, node->name);
+  return node;
+}
+
+// A create's outcome, filled in by its completion. That runs on the mutex's
+// strand before the completion of any listing sent after the create (replies
+// come in order), so a listing's view already counts the node as own. Shared:
+// a cancelled acquire may be gone before the reply comes.
+struct create_reply {
+  bool done = false;
+  std::error_code ec;
+  lock_node node;
+  node_stat stat;
+};
+
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, const std::string& prefix) {
+  auto reply = std::make_shared<create_reply>();
+  const create_options mode(create_mode::ephemeral_sequential);
+  m->s->async_create(prefix, m->options.data, mode,
+                     asio::bind_executor(asio::any_io_executor(m->strand), [m, reply](std::error_code ec, created made) {
+                       reply->done = true;
+                       reply->ec = ec;
+                       if (ec) return;
+                       auto node = adopt(*m, std::string_view(made.path).substr(m->path.size() + 1));
+                       if (!node) reply->ec = make_error_code(error::system_error);  // not a name we asked for
+                       else reply->node = std::move(*node), reply->stat = made.stat;
+                     }));
+  return reply;
+}
+
+// After a lost create reply the create may have been applied: finds the node
+// by its uuid, in this session only. nullopt: it is not there, create again.
+// (A coroutine of its own, so that a waiter's frame does not carry all this.)
+awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m, attempt& a) {
+  auto& s = *m->s;
+  auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+  if (connect_ec) co_return listing(connect_ec, nullptr);
+  if (s.generation() != a.generation) co_return std::nullopt;  // a node of the old session is gone with it
+  auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+  if (list_ec) co_return listing(list_ec, nullptr);
+  auto found = find_by_uuid(kids.names, a.uuid);
+  if (!found) co_return std::nullopt;
+  auto [stat_ec, st] = co_await s.async_exists(m->path + "/" + found->name, as_tuple(use_awaitable));
+  if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return std::nullopt;
+  a.node = *adopt(*m, found->name);  // found parses
+  a.stat = *st;
+  co_return listing(std::error_code{}, std::make_shared<const queue_view>(make_view(kids.names, own_now(*m))));
+}
+
 // Creates this attempt's node and lists the queue in one round trip; after a
 // lost create reply finds the node by its uuid (and only in this session).
-awaitable<std::tuple<std::error_code, children>> create_node(mutex_state& m, attempt& a) {
-  auto& s = *m.s;
-  const create_options mode(create_mode::ephemeral_sequential);
-  const std::string prefix = m.path + "/" + lock_node_prefix(a.uuid);
+awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
+  auto& s = *m->s;
+  const std::string prefix = m->path + "/" + lock_node_prefix(a.uuid);
   for (int parents_made = 0;;) {
     a.generation = s.generation();
     a.submitted = true;
-    // (The operator flattens the first tuple: create's error and result, then list's tuple.)
-    auto [create_ec, node, listed] = co_await (
-        s.async_create(prefix, m.options.data, mode, as_tuple(use_awaitable)) &&
-        s.async_get_children(m.path, as_tuple(use_awaitable)));
-    auto [list_ec, kids] = listed;
+    auto reply = send_create(m, prefix);
+    auto listed = co_await fresh_listing(m);
+    if (!reply->done) {  // cancelled while waiting: the caller deletes by uuid
+      if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::system_error);
+      co_return listed;
+    }
+    auto create_ec = reply->ec;
     if (!create_ec) {
-      a.node = node.path.substr(m.path.size() + 1);
-      a.stat = node.stat;
-      if (list_ec) std::tie(list_ec, kids) = co_await s.async_get_children(m.path, as_tuple(use_awaitable));
-      co_return std::make_tuple(list_ec, std::move(kids));
+      a.node = std::move(reply->node);
+      a.stat = reply->stat;
+      if (std::get<0>(listed)) listed = co_await fresh_listing(m);
+      co_return listed;
     }
     if (create_ec == error::no_node && parents_made++ == 0) {
-      if (auto ec = co_await create_parents(s, m.path)) co_return std::make_tuple(ec, children{});
+      if (auto ec = co_await create_parents(s, m->path)) co_return listing(ec, nullptr);
       continue;
     }
-    if (create_ec != error::connection_loss) co_return std::make_tuple(create_ec, children{});
-    // The create may have been applied: look for the node, in this session only.
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec) co_return std::make_tuple(connect_ec, children{});
-    if (s.generation() != a.generation) continue;  // a node of the old session is gone with it
-    auto [again_ec, again] = co_await s.async_get_children(m.path, as_tuple(use_awaitable));
-    if (again_ec) co_return std::make_tuple(again_ec, children{});
-    if (auto found = find_by_uuid(again.names, a.uuid)) {
-      auto [stat_ec, st] = co_await s.async_exists(m.path + "/" + found->name, as_tuple(use_awaitable));
-      if (!stat_ec && st && st->ephemeral_owner == s.id()) {
-        a.node = found->name;
-        a.stat = *st;
-        co_return std::make_tuple(std::error_code{}, std::move(again));
-      }
-    }
+    if (create_ec != error::connection_loss) co_return listing(create_ec, nullptr);
+    if (auto found = co_await find_lost_node(m, a)) co_return std::move(*found);
+  }
+}
+
+// Waits until mine is first, from the verdict on a listing: true when it is,
+// false when the queue must be listed again.
+awaitable<std::tuple<std::error_code, bool>> wait_turn(std::shared_ptr<mutex_state> m, const attempt& a,
+                                                       lock_verdict verdict) {
+  auto& s = *m->s;
+  for (auto predecessor = std::move(verdict.predecessor);;) {
+    auto [ec] = co_await s.async_wait_deleted(m->path + "/" + predecessor, as_tuple(use_awaitable));
+    if (!ec && s.generation() != a.generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return std::make_tuple(ec, false);
+    forget_own(*m, predecessor);
+    if (verdict.relist_after) co_return std::make_tuple(std::error_code{}, false);
+    // Only own nodes were below: this mutex knows which are still there.
+    auto next = next_own_predecessor(own_now(*m), a.node.sequence);
+    if (!next) co_return std::make_tuple(std::error_code{}, true);
+    predecessor = std::move(*next);
   }
 }
 
@@ -221,29 +343,28 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
   auto& s = *m->s;
   if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec)
     co_return std::make_tuple(ec, lock{});
-  auto [ec, kids] = co_await create_node(*m, a);
+  auto [ec, view] = co_await create_node(m, a);
   for (;;) {
     if (ec) co_return std::make_tuple(ec, lock{});
     if (s.generation() != a.generation)
       co_return std::make_tuple(make_error_code(error::session_expired), lock{});
-    auto verdict = decide(lock_queue(kids.names), a.node);
+    auto verdict = decide(*view, a.node);
+    view.reset();  // a waiter keeps no listing: there may be thousands of both
     if (verdict.what == lock_verdict::missing)
       co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
     if (verdict.what == lock_verdict::wait && try_once)
       co_return std::make_tuple(make_error_code(error::lock_busy), lock{});
     if (verdict.what == lock_verdict::wait) {
-      auto [wait_ec] =
-          co_await s.async_wait_deleted(m->path + "/" + verdict.predecessor, as_tuple(use_awaitable));
+      auto [wait_ec, first] = co_await wait_turn(m, a, std::move(verdict));
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
-      // Nodes below mine only ever go: if the predecessor was the last, mine is first.
-      if (!verdict.predecessor_is_last) {
-        std::tie(ec, kids) = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+      if (!first) {
+        std::tie(ec, view) = co_await fresh_listing(m);
         continue;
       }
     }
     auto h = std::make_shared<hold>();
     h->mutex = m;
-    h->node = m->path + "/" + a.node;
+    h->node = m->path + "/" + a.node.name;
     h->czxid = a.stat.czxid;
     h->version = a.stat.version;
     h->generation = a.generation;
@@ -252,6 +373,18 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
     start_monitor(h);
     co_return std::make_tuple(std::error_code{}, lock(h));
   }
+}
+
+// queue_up, or lock_timeout at the deadline. (Its own frame: a waiter
+// without a deadline carries no timer.)
+awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<mutex_state> m,
+                                                            std::optional<owner> who, bool try_once,
+                                                            attempt& a,
+                                                            std::chrono::steady_clock::time_point deadline) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  auto raced = co_await (queue_up(std::move(m), who, try_once, a) || timer.async_wait(use_awaitable));
+  if (raced.index() == 0) co_return std::move(std::get<0>(raced));
+  co_return std::make_tuple(make_error_code(error::lock_timeout), lock{});
 }
 
 std::atomic<std::uint64_t> next_owner_id{1};
@@ -303,8 +436,7 @@ asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(
   if (!hold || hold->released) co_return std::make_tuple(make_error_code(error::not_held));
   if (--hold->grants > 0) co_return std::make_tuple(std::error_code{});
   bool was_lost = hold->lost;
-  hold->released = true;
-  hold->stop_monitor.emit(asio::cancellation_type::terminal);
+  hold->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(hold->mutex->holds, [&](auto& w) { return w.lock() == hold; });
   // The delete runs on its own, so that it completes even if this wait is
   // cancelled (then operation_aborted, and the delete goes on in the background).
@@ -318,6 +450,7 @@ asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(
       hold->mutex->strand,
       [](std::shared_ptr<detail::hold> hold, std::shared_ptr<outcome> shared) -> asio::awaitable<void> {
         shared->result = co_await detail::delete_node(hold->mutex, hold->node, hold->generation);
+        hold->stop_monitor.emit(asio::cancellation_type::terminal);
         shared->finished.cancel();
       }(hold, shared),
       asio::detached);
@@ -345,9 +478,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
 // ----------------------------------------------------------------- mutex
 
 mutex::mutex(session& s, std::string_view path, mutex_options options)
-    : state_(std::make_shared<detail::mutex_state>(detail::mutex_state{
-          &s, std::string(path), std::move(options),
-          asio::make_strand(s.get_executor()), {}})) {
+    : state_(std::make_shared<detail::mutex_state>(s, std::string(path), std::move(options))) {
   if (auto problem = path_problem(path); !problem.empty())
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
@@ -379,14 +510,9 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
   attempt a{.uuid = make_uuid(), .generation = state->s->generation(), .node = {}, .stat = {}};
   std::tuple<std::error_code, lock> result;
   try {
-    if (deadline) {
-      asio::steady_timer timer(co_await asio::this_coro::executor, *deadline);
-      auto raced = co_await (queue_up(state, who, try_once, a) || timer.async_wait(use_awaitable));
-      if (raced.index() == 0) result = std::move(std::get<0>(raced));
-      else std::get<0>(result) = make_error_code(error::lock_timeout);
-    } else {
-      result = co_await queue_up(state, who, try_once, a);
-    }
+    // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
+    if (deadline) result = co_await queue_up_until(state, who, try_once, a, *deadline);
+    else result = co_await queue_up(state, who, try_once, a);
   } catch (const std::system_error& e) {
     std::get<0>(result) = e.code();
   }
@@ -394,7 +520,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
   if (ec == error::lock_busy) {
     // try_acquire leaves no node behind by the time it reports.
     try {
-      co_await delete_node(state, state->path + "/" + a.node, a.generation);
+      co_await delete_node(state, state->path + "/" + a.node.name, a.generation);
     } catch (const std::system_error&) {  // cancelled meanwhile: the background finishes
       asio::co_spawn(state->strand, delete_by_uuid(state, a.uuid, a.generation), asio::detached);
     }

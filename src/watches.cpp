@@ -161,6 +161,7 @@ void session_impl::on_watch_event(watch_point* point, int type) {
                      : type == ZOO_CHILD_EVENT   ? event_type::children_changed
                                                  : event_type::created;
   settle(point, {}, event);
+  point->waiters.remove_if([](const watch_waiter& w) { return w.done(); });
   // Deletion waiters outlive a data change: set the watch again.
   if (!point->waiters.empty() && !point->arming) arm(point);
   withdraw_if_idle(point);

@@ -14,6 +14,7 @@ const std::string uuid_c = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
 std::string node(const std::string& uuid, const std::string& sequence) {
   return lock_node_prefix(uuid) + sequence;
 }
+lock_node parsed(const std::string& name) { return *parse_lock_node(name); }
 }  // namespace
 
 TEST_CASE("lock node names are Curator's protected names") {
@@ -61,21 +62,52 @@ TEST_CASE("the queue is ordered by sequence number, not by name, and ignores oth
 
 TEST_CASE("verdicts: first holds, others wait for their immediate predecessor only") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003");
-  auto queue = lock_queue({c, a, b});
-  CHECK(decide(queue, a).what == lock_verdict::held);
+  auto queue = make_view({c, a, b}, {});
+  CHECK(decide(queue, parsed(a)).what == lock_verdict::held);
 
-  auto vb = decide(queue, b);
+  auto vb = decide(queue, parsed(b));
   CHECK(vb.what == lock_verdict::wait);
   CHECK(vb.predecessor == a);
-  CHECK(vb.predecessor_is_last);
+  CHECK_FALSE(vb.relist_after);  // nothing below a: once a goes, b is first
 
-  auto vc = decide(queue, c);
+  auto vc = decide(queue, parsed(c));
   CHECK(vc.what == lock_verdict::wait);
   CHECK(vc.predecessor == b);  // not a: no herd
-  CHECK_FALSE(vc.predecessor_is_last);
+  CHECK(vc.relist_after);      // a belongs to someone else and may still be there
 
-  CHECK(decide(queue, node(uuid_a, "0000000009")).what == lock_verdict::missing);
-  CHECK(decide({}, a).what == lock_verdict::missing);
+  CHECK(decide(queue, parsed(node(uuid_a, "0000000009"))).what == lock_verdict::missing);
+  CHECK(decide(make_view({}, {}), parsed(a)).what == lock_verdict::missing);
+  // Same sequence, another name (the parent was re-created): not mine.
+  CHECK(decide(queue, parsed(node(uuid_c, "0000000001"))).what == lock_verdict::missing);
+}
+
+TEST_CASE("own nodes below the predecessor need no new listing") {
+  auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003"),
+       d = node(uuid_a, "0000000004");
+  own_nodes own{{1, a}, {2, b}, {4, d}};  // c is another session's
+  auto queue = make_view({d, c, b, a}, own);
+  CHECK(queue.others_before == std::vector<std::uint32_t>{0, 0, 0, 1});
+
+  auto vc = decide(queue, parsed(c));
+  CHECK(vc.predecessor == b);
+  CHECK_FALSE(vc.relist_after);  // only own nodes (a) below b
+  auto vd = decide(queue, parsed(d));
+  CHECK(vd.predecessor == c);
+  CHECK_FALSE(vd.relist_after);
+
+  // A node named like an own one but with another sequence is someone else's.
+  auto stale = make_view({a, b}, own_nodes{{1, node(uuid_b, "0000000001")}});
+  CHECK(stale.others_before == std::vector<std::uint32_t>{0, 1});
+}
+
+TEST_CASE("after the predecessor went: the own node still below, or first") {
+  auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000005");
+  own_nodes own{{1, a}, {5, b}, {9, node(uuid_c, "0000000009")}};
+  CHECK(next_own_predecessor(own, 7) == b);
+  CHECK(next_own_predecessor(own, 5) == a);  // mine (5) is not its own predecessor
+  own.erase(1);
+  CHECK_FALSE(next_own_predecessor(own, 5));
+  CHECK_FALSE(next_own_predecessor({}, 5));
 }
 
 TEST_CASE("finding a node by its uuid after a lost create reply") {

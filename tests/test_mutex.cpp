@@ -173,6 +173,38 @@ TEST_CASE("grants follow the order of the nodes; each of 50 waiters watches only
   }());
 }
 
+TEST_CASE("one mutex object, many waiters: own nodes skip listings, another's below forces one") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-own");
+  mutex m(s, path), foreign(other, path);
+  std::vector<std::string> granted;
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    auto contend = [&](mutex& on, std::string name, asio::cancellation_slot slot) {
+      asio::co_spawn(io, [&on, &granted, name]() -> awaitable<void> {
+        auto [ec, l] = co_await on.async_acquire(as_tuple(use_awaitable));
+        if (ec) co_return;
+        granted.push_back(name);
+        co_await l.async_release(use_awaitable);
+      }, asio::bind_cancellation_slot(slot, asio::detached));
+    };
+    // Queue: first (own, held), b (own), x (another session's), c (own), d (own).
+    asio::cancellation_signal cancel_b;
+    std::size_t queued = 1;
+    for (auto [on, name] : {std::pair{&m, "b"}, {&foreign, "x"}, {&m, "c"}, {&m, "d"}}) {
+      contend(*on, name, std::string(name) == "b" ? cancel_b.slot() : asio::cancellation_slot());
+      CHECK(co_await settles_at(s, path, ++queued));
+    }
+    // b leaves from the middle: x waits on first now; c and d keep waiting.
+    cancel_b.emit(asio::cancellation_type::terminal);
+    CHECK(co_await settles_at(s, path, 4));
+    co_await first.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+    CHECK(granted == std::vector<std::string>{"x", "c", "d"});
+  }());
+}
+
 TEST_CASE("cancellation and timeouts at every stage leave no node behind") {
   asio::io_context io;
   session holder_session(io, test_options(shared_hosts()));

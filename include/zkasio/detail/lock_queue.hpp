@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,19 @@ std::optional<lock_node> parse_lock_node(std::string_view name);
 // (never of their whole names); other children are ignored.
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children);
 
+// This mutex's own nodes known to exist, by sequence: created in the current
+// session and not yet seen deleted. A node of this mutex goes only through
+// this mutex, so a contender below such nodes alone needs no new listing.
+using own_nodes = std::map<std::int64_t, std::string>;
+
+// One listing of the lock's children as a queue, shared by every contender of
+// the mutex it answers (so N contenders cost one listing, not N).
+struct queue_view {
+  std::vector<lock_node> nodes;              // by sequence
+  std::vector<std::uint32_t> others_before;  // [i]: nodes before i not in own_nodes
+};
+queue_view make_view(const std::vector<std::string>& children, const own_nodes& own);
+
 // What the contender whose node is `mine` does next.
 struct lock_verdict {
   enum kind {
@@ -38,11 +52,16 @@ struct lock_verdict {
     missing,  // mine is not there (deleted, or its session is gone)
   } what = missing;
   std::string predecessor{};  // with wait: the node just before mine
-  // With wait: the predecessor is the only node before mine, so once it is
-  // gone mine is first without another listing (nodes below mine only go).
-  bool predecessor_is_last = false;
+  // With wait: a node this mutex does not know lies below the predecessor, so
+  // once the predecessor is gone the queue must be listed again. Otherwise
+  // only own nodes can be left below mine: see next_own_predecessor.
+  bool relist_after = false;
 };
-lock_verdict decide(const std::vector<lock_node>& queue, std::string_view mine);
+lock_verdict decide(const queue_view& queue, const lock_node& mine);
+
+// Once mine's predecessor is gone and no other node was below it: the own node
+// just below mine that is still there, or nullopt when mine is first.
+std::optional<std::string> next_own_predecessor(const own_nodes& own, std::int64_t mine);
 
 // The node with `uuid` in `children`, if any: how a contender finds its node
 // after a create whose reply was lost.

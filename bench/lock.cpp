@@ -1,0 +1,319 @@
+// The lock through zkasio::mutex, every contender a coroutine on one thread:
+// handoff between two sessions, an uncontended acquire and release,
+// throughput of many contenders, and scale (thousands of waiters queued on
+// one thread, then drained).
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <zkasio/mutex.hpp>
+
+#include "latency.hpp"
+#include "harness.hpp"
+
+namespace zkasio::bench {
+namespace {
+
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+using namespace asio::experimental::awaitable_operators;
+using namespace std::chrono_literals;
+
+// Untimed rounds first: caches, allocators and the server's paths warm up.
+constexpr int warm_up_rounds = 20;
+constexpr auto warm_up_time = 500ms;
+
+std::string bench_dir(const char* subcommand) {
+  return "/zkasio-bench-" + std::string(subcommand) + "-" + std::to_string(getpid());
+}
+
+// The lock's parents are containers; removing them at once leaves the server
+// as it was without waiting for its container reaper.
+awaitable<void> remove_dir(session& s, const std::string& dir, const std::vector<std::string>& locks) {
+  std::error_code ignored;
+  for (auto& path : locks) co_await s.async_remove(path, asio::redirect_error(use_awaitable, ignored));
+  co_await s.async_remove(dir, asio::redirect_error(use_awaitable, ignored));
+}
+
+awaitable<void> run_all(std::vector<awaitable<void>> work);
+
+// A session lives (and keeps its io_context running) until closed.
+awaitable<void> close_all(session_list& sessions) {
+  std::vector<awaitable<void>> closes;
+  for (auto& s : sessions) closes.push_back(s->async_close(use_awaitable));
+  co_await run_all(std::move(closes));
+}
+
+// Runs every coroutine concurrently on this thread until all are done, then
+// rethrows the first failure.
+awaitable<void> run_all(std::vector<awaitable<void>> work) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
+  std::size_t remaining = work.size();
+  std::exception_ptr failure;
+  for (auto& w : work)
+    asio::co_spawn(executor, std::move(w), [&](std::exception_ptr e) {
+      if (e && !failure) failure = e;
+      if (--remaining == 0) all_done.cancel();
+    });
+  if (remaining) co_await all_done.async_wait(as_tuple(use_awaitable));
+  if (failure) std::rethrow_exception(failure);
+}
+
+// ------------------------------------------------------------------ handoff
+
+struct ping_pong {
+  int wanted;
+  int handoffs = 0;
+  std::optional<clock::time_point> released;
+  latency& samples;
+};
+
+// Holds for 2 ms (the other is surely queued by then), stamps the release,
+// releases and queues again; each grant after the other's release is one
+// handoff sample.
+awaitable<void> player(mutex& m, ping_pong& game) {
+  asio::steady_timer hold(co_await asio::this_coro::executor);
+  while (static_cast<int>(game.samples.count()) < game.wanted) {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto acquired = clock::now();
+    if (game.released && game.handoffs++ >= warm_up_rounds &&
+        static_cast<int>(game.samples.count()) < game.wanted)
+      game.samples.add(acquired - *game.released);
+    hold.expires_after(2ms);
+    co_await hold.async_wait(use_awaitable);
+    game.released = clock::now();
+    co_await held.async_release(use_awaitable);
+  }
+}
+
+awaitable<void> handoff(session_list& both, const options& o, report& r) {
+  session& a = *both[0];
+  session& b = *both[1];
+  co_await (a.async_connect(use_awaitable) && b.async_connect(use_awaitable));
+  auto dir = bench_dir("handoff"), path = dir + "/lock";
+  mutex ma(a, path), mb(b, path);
+  ping_pong game{.wanted = o.rounds, .released = {}, .samples = entry(r, "handoff")};
+  co_await (player(ma, game) && player(mb, game));
+  co_await remove_dir(a, dir, std::vector<std::string>(1, path));
+  co_await (a.async_close(use_awaitable) && b.async_close(use_awaitable));
+}
+
+// -------------------------------------------------------------- uncontended
+
+awaitable<void> uncontended(session_list& one, const options& o, report& r) {
+  auto& s = *one[0];
+  co_await s.async_connect(use_awaitable);
+  auto dir = bench_dir("uncontended"), path = dir + "/lock";
+  mutex m(s, path);
+  auto& samples = entry(r, "acquire_release");
+  for (int i = 0; i < warm_up_rounds + o.rounds; ++i) {
+    auto t0 = clock::now();
+    auto held = co_await m.async_acquire(use_awaitable);
+    co_await held.async_release(use_awaitable);
+    if (i >= warm_up_rounds) samples.add(clock::now() - t0);
+  }
+  co_await remove_dir(s, dir, std::vector<std::string>(1, path));
+  co_await s.async_close(use_awaitable);
+}
+
+// --------------------------------------------------------------- throughput
+
+struct contention {
+  clock::time_point start, end;  // the measuring window
+  std::chrono::microseconds hold;
+  bool stop = false;
+  bool held = false;
+  std::optional<clock::time_point> released;
+  std::uint64_t acquisitions = 0;
+  latency& handoffs;
+};
+
+awaitable<void> contender(mutex& m, contention& c) {
+  asio::steady_timer hold(co_await asio::this_coro::executor);
+  while (!c.stop) {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto acquired = clock::now();
+    if (c.held) throw std::runtime_error("two contenders held the lock at once");
+    c.held = true;
+    if (acquired >= c.start && acquired < c.end) {
+      ++c.acquisitions;
+      if (c.released) c.handoffs.add(acquired - *c.released);
+    }
+    if (acquired >= c.end) c.stop = true;
+    if (c.hold.count()) {
+      hold.expires_after(c.hold);
+      co_await hold.async_wait(use_awaitable);
+    }
+    c.held = false;
+    c.released = clock::now();
+    co_await held.async_release(use_awaitable);
+  }
+}
+
+awaitable<void> throughput(session_list& sessions, const options& o, report& r) {
+  for (auto& s : sessions) co_await s->async_connect(use_awaitable);
+  auto dir = bench_dir("throughput"), path = dir + "/lock";
+  // One mutex per session: its contenders share what it knows of the queue.
+  std::vector<mutex> mutexes;
+  for (auto& s : sessions) mutexes.emplace_back(*s, path);
+  auto window = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o.seconds));
+  contention c{.start = clock::now() + warm_up_time,
+               .end = clock::now() + warm_up_time + window,
+               .hold = std::chrono::microseconds(o.hold_us),
+               .released = {},
+               .handoffs = entry(r, "handoff")};
+  std::vector<awaitable<void>> work;
+  for (int i = 0; i < o.contenders; ++i) work.push_back(contender(mutexes[i % mutexes.size()], c));
+  co_await run_all(std::move(work));
+  add_value(r, "acquisitions_per_s", static_cast<double>(c.acquisitions) / o.seconds);
+  co_await remove_dir(*sessions.front(), dir, std::vector<std::string>(1, path));
+  co_await close_all(sessions);
+}
+
+// -------------------------------------------------------------------- scale
+
+long process_status(const char* field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(field, 0) == 0) return std::stol(line.substr(std::string(field).size()));
+  throw std::runtime_error(std::string("no ") + field + " in /proc/self/status");
+}
+long resident_bytes() { return process_status("VmRSS:") * 1024; }
+
+// The server's count of watches ("wchs"): every waiter watches its own
+// predecessor, so W watches mean every waiter is queued.
+awaitable<long> server_watches(const std::string& hosts) {
+  auto first = hosts.substr(0, hosts.find(','));
+  auto colon = first.rfind(':');
+  asio::ip::tcp::socket socket(co_await asio::this_coro::executor);
+  co_await socket.async_connect(
+      {asio::ip::make_address(first.substr(0, colon)),
+       static_cast<unsigned short>(std::stoi(first.substr(colon + 1)))},
+      use_awaitable);
+  co_await asio::async_write(socket, asio::buffer("wchs", 4), use_awaitable);
+  std::string answer;
+  std::error_code until_closed;  // the server closes after answering
+  co_await asio::async_read(socket, asio::dynamic_buffer(answer), asio::redirect_error(use_awaitable, until_closed));
+  auto total = answer.find("Total watches:");
+  if (total == std::string::npos) throw std::runtime_error("the server's wchs said: " + answer);
+  co_return std::stol(answer.substr(total + 14));
+}
+
+struct queue_log {
+  std::vector<std::vector<std::int64_t>> granted;  // per lock: sequence numbers, in grant order
+  std::vector<std::uint8_t> grants;                // per waiter
+  std::size_t finished = 0;
+};
+
+std::int64_t sequence_of(const std::string& node) { return std::stoll(node.substr(node.size() - 10)); }
+
+awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
+  auto held = co_await m.async_acquire(use_awaitable);
+  ++log.grants[index];
+  log.granted[lock_index].push_back(sequence_of(held.node()));
+  co_await held.async_release(use_awaitable);
+}
+
+// Waits until `done` holds, looking every `period`; fails after `limit`.
+template <class Condition>
+awaitable<void> wait_for(Condition done, std::chrono::milliseconds period, std::chrono::seconds limit,
+                         const char* what) {
+  auto deadline = clock::now() + limit;
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  while (!co_await done()) {
+    if (clock::now() > deadline) throw std::runtime_error(std::string(what) + " within the time limit");
+    pause.expires_after(period);
+    co_await pause.async_wait(use_awaitable);
+  }
+}
+
+awaitable<void> scale(session_list& sessions, const options& o, report& r) {
+  for (auto& s : sessions) co_await s->async_connect(use_awaitable);
+  auto executor = co_await asio::this_coro::executor;
+  auto dir = bench_dir("scale");
+  const auto locks = static_cast<std::size_t>(o.locks), waiters = static_cast<std::size_t>(o.waiters);
+  std::vector<std::string> paths;
+  for (std::size_t j = 0; j < locks; ++j) paths.push_back(dir + "/lock" + std::to_string(j));
+  // mutexes[session][lock]
+  std::vector<std::vector<mutex>> mutexes(sessions.size());
+  for (std::size_t i = 0; i < sessions.size(); ++i)
+    for (auto& path : paths) mutexes[i].emplace_back(*sessions[i], path);
+
+  // Every lock held first, so that all waiters queue before any is granted.
+  std::vector<lock> gates(locks);
+  {
+    std::vector<awaitable<void>> work;
+    for (std::size_t j = 0; j < locks; ++j)
+      work.push_back([](mutex& m, lock& gate) -> awaitable<void> {
+        gate = co_await m.async_acquire(use_awaitable);
+      }(mutexes[0][j], gates[j]));
+    co_await run_all(std::move(work));
+  }
+
+  auto rss_before = resident_bytes();
+  queue_log log{.granted = std::vector<std::vector<std::int64_t>>(locks),
+                .grants = std::vector<std::uint8_t>(waiters)};
+  asio::steady_timer all_finished(executor, asio::steady_timer::time_point::max());
+  std::exception_ptr failure;
+  for (std::size_t i = 0; i < waiters; ++i) {
+    auto lock_index = i % locks, session_index = (i / locks) % sessions.size();
+    asio::co_spawn(executor, waiter(mutexes[session_index][lock_index], log, i, lock_index),
+                   [&](std::exception_ptr e) {
+                     if (e && !failure) failure = e;
+                     if (++log.finished == waiters) all_finished.cancel();
+                   });
+  }
+  co_await wait_for([&]() -> awaitable<bool> { co_return co_await server_watches(o.hosts) >= o.waiters; },
+                    50ms, 600s, "the waiters did not all queue");
+  add_value(r, "threads", static_cast<double>(process_status("Threads:")));
+  add_value(r, "rss_bytes_per_waiter",
+            static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(waiters));
+
+  auto drain_start = clock::now();
+  for (auto& gate : gates) co_await gate.async_release(use_awaitable);
+  asio::steady_timer limit(executor, 600s);
+  if (log.finished < waiters)
+    co_await (all_finished.async_wait(as_tuple(use_awaitable)) || limit.async_wait(use_awaitable));
+  if (log.finished < waiters) throw std::runtime_error("the queues did not drain within 600 s");
+  if (failure) std::rethrow_exception(failure);
+  auto drain_s = std::chrono::duration<double>(clock::now() - drain_start).count();
+
+  std::size_t granted_once = 0;
+  for (auto g : log.grants) granted_once += g == 1;
+  bool in_order = true;
+  for (std::size_t j = 0; j < locks; ++j) {
+    auto& order = log.granted[j];
+    in_order = in_order && order.size() == waiters / locks + (j < waiters % locks) &&
+               std::is_sorted(order.begin(), order.end()) &&
+               std::adjacent_find(order.begin(), order.end()) == order.end();
+  }
+  add_value(r, "waiters", static_cast<double>(waiters));
+  add_value(r, "granted", static_cast<double>(granted_once));
+  add_value(r, "in_order", in_order);
+  add_value(r, "drain_s", drain_s);
+  r.sound = granted_once == waiters && in_order;
+  co_await remove_dir(*sessions.front(), dir, paths);
+  co_await close_all(sessions);
+}
+
+}  // namespace
+
+report run_handoff(const options& o) { return run_with_sessions(o, 2, "handoff", handoff); }
+report run_uncontended(const options& o) { return run_with_sessions(o, 1, "uncontended", uncontended); }
+report run_throughput(const options& o) { return run_with_sessions(o, o.sessions, "throughput", throughput); }
+report run_scale(const options& o) { return run_with_sessions(o, o.sessions, "scale", scale); }
+
+}  // namespace zkasio::bench
