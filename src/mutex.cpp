@@ -10,6 +10,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <zkasio/detail/lock_queue.hpp>
 
 namespace zkasio {
@@ -26,16 +28,38 @@ constexpr std::string_view revoke_message = "__REVOKE__";
 
 struct listing_round;
 
+// The nodes of one lock path on one ensemble that this process's mutexes
+// created and have not seen go, shared by all of them (whatever their
+// session). A node not here may be another process's and still there; a node
+// here may be gone (its session expired), which its successor's watch finds.
+// So "not here" is only ever believed of nodes that are gone.
+struct known_nodes {
+  std::mutex guard;
+  own_nodes alive;
+};
+
+std::shared_ptr<known_nodes> known_nodes_of(const std::string& hosts, const std::string& path) {
+  static std::mutex table_guard;
+  static std::map<std::pair<std::string, std::string>, std::weak_ptr<known_nodes>> table;
+  std::lock_guard lock(table_guard);
+  auto& slot = table[{hosts, path}];
+  if (auto known = slot.lock()) return known;
+  std::erase_if(table, [](auto& entry) { return entry.second.expired(); });
+  auto known = std::make_shared<known_nodes>();
+  table[{hosts, path}] = known;
+  return known;
+}
+
 struct mutex_state {
   mutex_state(session& s, std::string path, mutex_options options)
-      : s(&s), path(std::move(path)), options(std::move(options)), strand(asio::make_strand(s.get_executor())) {}
+      : s(&s), path(std::move(path)), options(std::move(options)), strand(asio::make_strand(s.get_executor())),
+        known(known_nodes_of(s.hosts(), this->path)) {}
   session* s;
   std::string path;
   mutex_options options;
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
-  own_nodes own;                           // of the session generation own_generation
-  std::uint64_t own_generation = 0;
+  std::shared_ptr<known_nodes> known;
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
 };
 
@@ -67,19 +91,18 @@ lock_strand strand_of(const mutex_state& state) { return state.strand; }
 
 namespace {
 
-// This mutex's own nodes in the session's current generation (a new session
-// has none of the old one's).
-own_nodes& own_now(mutex_state& m) {
-  if (m.own_generation != m.s->generation()) {
-    m.own.clear();
-    m.own_generation = m.s->generation();
-  }
-  return m.own;
+// A node seen gone (deleted, or its deletion watched).
+void forget_own(mutex_state& m, std::string_view name) {
+  auto node = parse_lock_node(name);
+  if (!node) return;
+  std::lock_guard lock(m.known->guard);
+  auto& alive = m.known->alive;
+  if (auto it = alive.find(node->sequence); it != alive.end() && it->second == name) alive.erase(it);
 }
 
-void forget_own(mutex_state& m, std::string_view name) {
-  if (auto node = parse_lock_node(name))
-    if (auto it = m.own.find(node->sequence); it != m.own.end() && it->second == name) m.own.erase(it);
+std::shared_ptr<const queue_view> view_of(mutex_state& m, const std::vector<std::string>& children) {
+  std::lock_guard lock(m.known->guard);
+  return std::make_shared<const queue_view>(make_view(children, m.known->alive));
 }
 
 // A listing sent after every request submitted so far (a session's requests
@@ -94,7 +117,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
       m->s->async_get_children(
           m->path, asio::bind_executor(asio::any_io_executor(m->strand), [m, round](std::error_code ec, children kids) {
             round->ec = ec;
-            if (!ec) round->view = std::make_shared<const queue_view>(make_view(kids.names, own_now(*m)));
+            if (!ec) round->view = view_of(*m, kids.names);
             round->done = true;
             round->ready.cancel();
           }));
@@ -239,7 +262,9 @@ using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 // A node this mutex created: remembered as its own.
 std::optional<lock_node> adopt(mutex_state& m, std::string_view name) {
   auto node = parse_lock_node(name);
-  if (node) own_now(m).emplace(node->sequence, node->name);
+  if (!node) return node;
+  std::lock_guard lock(m.known->guard);
+  m.known->alive.insert_or_assign(node->sequence, node->name);
   return node;
 }
 
@@ -285,7 +310,7 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m,
   if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return std::nullopt;
   a.node = *adopt(*m, found->name);  // found parses
   a.stat = *st;
-  co_return listing(std::error_code{}, std::make_shared<const queue_view>(make_view(kids.names, own_now(*m))));
+  co_return listing(std::error_code{}, view_of(*m, kids.names));
 }
 
 // Creates this attempt's node and lists the queue in one round trip; after a
@@ -329,8 +354,12 @@ awaitable<std::tuple<std::error_code, bool>> wait_turn(std::shared_ptr<mutex_sta
     if (ec) co_return std::make_tuple(ec, false);
     forget_own(*m, predecessor);
     if (verdict.relist_after) co_return std::make_tuple(std::error_code{}, false);
-    // Only own nodes were below: this mutex knows which are still there.
-    auto next = next_own_predecessor(own_now(*m), a.node.sequence);
+    // Only known nodes were below: which of them may still be there is known.
+    std::optional<std::string> next;
+    {
+      std::lock_guard lock(m->known->guard);
+      next = next_own_predecessor(m->known->alive, a.node.sequence);
+    }
     if (!next) co_return std::make_tuple(std::error_code{}, true);
     predecessor = std::move(*next);
   }

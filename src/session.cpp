@@ -3,7 +3,7 @@
 namespace zkasio {
 
 session::session(const executor_type& executor, session_options options)
-    : executor_(executor), core_(detail::session_core::make(executor, std::move(options))) {}
+    : executor_(executor), hosts_(options.hosts), core_(detail::session_core::make(executor, std::move(options))) {}
 
 session::~session() {
   if (core_) {
@@ -15,6 +15,7 @@ session& session::operator=(session&& other) noexcept {
   if (this != &other) {
     session old(std::move(*this));
     executor_ = std::move(other.executor_);
+    hosts_ = std::move(other.hosts_);
     core_ = std::move(other.core_);
   }
   return *this;

@@ -173,7 +173,7 @@ TEST_CASE("grants follow the order of the nodes; each of 50 waiters watches only
   }());
 }
 
-TEST_CASE("one mutex object, many waiters: own nodes skip listings, another's below forces one") {
+TEST_CASE("many waiters over two sessions, one leaving from the middle: grants stay in order") {
   asio::io_context io;
   session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
   auto path = unique_path("mutex-own");
@@ -189,7 +189,7 @@ TEST_CASE("one mutex object, many waiters: own nodes skip listings, another's be
         co_await l.async_release(use_awaitable);
       }, asio::bind_cancellation_slot(slot, asio::detached));
     };
-    // Queue: first (own, held), b (own), x (another session's), c (own), d (own).
+    // Queue: first (held), b, x (another session's), c, d.
     asio::cancellation_signal cancel_b;
     std::size_t queued = 1;
     for (auto [on, name] : {std::pair{&m, "b"}, {&foreign, "x"}, {&m, "c"}, {&m, "d"}}) {

@@ -64,6 +64,8 @@ class session {
   session& operator=(const session&) = delete;
 
   executor_type get_executor() const noexcept { return executor_; }
+  // The connect string it was given (session_options::hosts).
+  const std::string& hosts() const noexcept { return hosts_; }
 
   // Observers, safe from any thread.
   session_state state() const noexcept { return core_->state(); }
@@ -279,6 +281,7 @@ class session {
   }
 
   executor_type executor_;
+  std::string hosts_;
   std::shared_ptr<core> core_;
 };
 
