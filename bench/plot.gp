@@ -49,6 +49,6 @@ if (words(tsystems) > 0) {
   set xtics ("1" 1, "4" 4, "16" 16, "64" 64)
   set autoscale y
   set yrange [0:*]
-  set key top right
+  set key center right
   plot for [s in tsystems] dir."/throughput_".s.".dat" using 1:2:3:4 with yerrorlines lw 2 pt 7 lt colour(s) title s
 }

@@ -49,6 +49,7 @@ void client_pump::attach(zhandle_t* zh, std::shared_ptr<void> keep_alive) {
 
 void client_pump::detach() {
   watch_socket(-1);
+  checked_while_connected_ = false;
   timer_.cancel();
   timer_armed_ = false;
   zh_ = nullptr;
@@ -107,7 +108,12 @@ void client_pump::pump(bool process_replies) {
       arm(0, retry_after_failure);
       break;
     }
-    watch_socket(fd);
+    // A new socket only comes while the client is not connected (its
+    // handshake not yet answered): while it stays connected on the same
+    // descriptor number, no fstat is needed to know the socket is the same.
+    bool connected = zoo_state(zh_) == ZOO_CONNECTED_STATE;
+    if (fd != fd_ || !connected || !checked_while_connected_) watch_socket(fd);
+    checked_while_connected_ = connected;
     // Arm first, then look: readiness that came before the wait was armed is
     // seen by the look, readiness after it wakes the wait (a spare wake-up
     // costs one empty round; a missed one would hang).

@@ -57,6 +57,7 @@ class client_pump {
   int fd_ = -1;       // the C client's descriptor (socket_ holds our duplicate of it)
   dev_t fd_dev_ = 0;  // the fd number is recycled across reconnects: identify the socket by inode
   ino_t fd_ino_ = 0;
+  bool checked_while_connected_ = false;  // fd_ was checked in a round that found the client connected
   std::uint64_t epoch_ = 0;  // counts socket changes; waits of an older socket are ignored
   bool read_armed_ = false;
   bool write_armed_ = false;

@@ -3,6 +3,8 @@
 #include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
@@ -50,9 +52,17 @@ std::shared_ptr<known_nodes> known_nodes_of(const std::string& hosts, const std:
   return known;
 }
 
+// The mutex's strand. Over an io_context's own executor when that is what the
+// session runs on: such a strand fits in any_io_executor's small buffer, so
+// the copies that every waiting coroutine makes allocate nothing.
+lock_strand make_lock_strand(const asio::any_io_executor& executor) {
+  if (auto* io = executor.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
+  return asio::make_strand(executor);
+}
+
 struct mutex_state {
   mutex_state(session& s, std::string path, mutex_options options)
-      : s(&s), path(std::move(path)), options(std::move(options)), strand(asio::make_strand(s.get_executor())),
+      : s(&s), path(std::move(path)), options(std::move(options)), strand(make_lock_strand(s.get_executor())),
         known(known_nodes_of(s.hosts(), this->path)) {}
   session* s;
   std::string path;
@@ -87,8 +97,6 @@ struct hold {
   asio::cancellation_signal stop_monitor;
 };
 
-lock_strand strand_of(const mutex_state& state) { return state.strand; }
-
 namespace {
 
 // A node seen gone (deleted, or its deletion watched).
@@ -115,7 +123,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
     asio::post(m->strand, [m, round] {
       m->next_listing.reset();
       m->s->async_get_children(
-          m->path, asio::bind_executor(asio::any_io_executor(m->strand), [m, round](std::error_code ec, children kids) {
+          m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
             round->ec = ec;
             if (!ec) round->view = view_of(*m, kids.names);
             round->done = true;
@@ -283,7 +291,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
   auto reply = std::make_shared<create_reply>();
   const create_options mode(create_mode::ephemeral_sequential);
   m->s->async_create(prefix, m->options.data, mode,
-                     asio::bind_executor(asio::any_io_executor(m->strand), [m, reply](std::error_code ec, created made) {
+                     asio::bind_executor(m->strand, [m, reply](std::error_code ec, created made) {
                        reply->done = true;
                        reply->ec = ec;
                        if (ec) return;
@@ -370,8 +378,9 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
                                                       std::optional<owner> who, bool try_once,
                                                       attempt& a) {
   auto& s = *m->s;
-  if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec)
-    co_return std::make_tuple(ec, lock{});
+  if (s.state() != session_state::connected)
+    if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec)
+      co_return std::make_tuple(ec, lock{});
   auto [ec, view] = co_await create_node(m, a);
   for (;;) {
     if (ec) co_return std::make_tuple(ec, lock{});
@@ -455,7 +464,7 @@ asio::cancellation_slot lock::lost_slot() {
   if (!hold_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
   return hold_->lost_signal.slot();
 }
-asio::strand<asio::any_io_executor> lock::get_executor() const {
+asio::any_io_executor lock::get_executor() const {
   if (!mutex_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
   return mutex_->strand;
 }

@@ -30,7 +30,6 @@
 #include <asio/prefer.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
-#include <asio/strand.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -83,8 +82,9 @@ struct contender {
 namespace detail {
 struct mutex_state;
 struct hold;
-using lock_strand = asio::strand<asio::any_io_executor>;
-lock_strand strand_of(const mutex_state& state);
+// A strand, type-erased: over an io_context's own executor when the session
+// runs on one (see make_lock_strand in mutex.cpp).
+using lock_strand = asio::any_io_executor;
 
 template <class Result>
 struct signature_of;
@@ -146,7 +146,7 @@ class lock {
   // revocation requested. Emitted on the mutex's strand (get_executor()):
   // bind it only to operations running there, as with_lock does.
   asio::cancellation_slot lost_slot();
-  asio::strand<asio::any_io_executor> get_executor() const;
+  asio::any_io_executor get_executor() const;  // a strand
 
   // Releases: completes with lock_lost if the node was already gone (the lock
   // had been lost), not_held if this lock was released already. A delete hit
@@ -178,7 +178,7 @@ class lock {
 
 class mutex {
  public:
-  using executor_type = asio::strand<asio::any_io_executor>;
+  using executor_type = asio::any_io_executor;  // a strand
 
   // The session must outlive the mutex and every lock of it.
   mutex(session& s, std::string_view path, mutex_options options = {});
