@@ -76,8 +76,8 @@ std::vector<lock_node> lock_queue(const std::vector<std::string>& children) {
   return queue;
 }
 
-queue_view make_view(const std::vector<std::string>& children, const own_nodes& own) {
-  queue_view view{lock_queue(children), {}};
+queue_view make_view(std::vector<lock_node> queue, const own_nodes& own) {
+  queue_view view{std::move(queue), {}};
   view.others_before.reserve(view.nodes.size());
   std::uint32_t others = 0;
   for (const auto& node : view.nodes) {

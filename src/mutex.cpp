@@ -109,8 +109,9 @@ void forget_own(mutex_state& m, std::string_view name) {
 }
 
 std::shared_ptr<const queue_view> view_of(mutex_state& m, const std::vector<std::string>& children) {
+  auto queue = lock_queue(children);  // parsed and sorted before taking the process-wide lock
   std::lock_guard lock(m.known->guard);
-  return std::make_shared<const queue_view>(make_view(children, m.known->alive));
+  return std::make_shared<const queue_view>(make_view(std::move(queue), m.known->alive));
 }
 
 // A listing sent after every request submitted so far (a session's requests
@@ -155,7 +156,10 @@ awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::stri
                                        std::uint64_t generation) {
   auto& s = *m->s;
   for (;;) {
-    if (s.generation() != generation) co_return make_error_code(error::lock_lost);
+    if (s.generation() != generation) {
+      forget_own(*m, std::string_view(node).substr(m->path.size() + 1));  // gone with its session
+      co_return make_error_code(error::lock_lost);
+    }
     std::error_code ec;
     co_await s.async_remove(node, redirect_error(use_awaitable, ec));
     if (!ec || ec == error::no_node) forget_own(*m, std::string_view(node).substr(m->path.size() + 1));
@@ -331,7 +335,7 @@ awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
     a.submitted = true;
     auto reply = send_create(m, prefix);
     auto listed = co_await fresh_listing(m);
-    if (!reply->done) {  // cancelled while waiting: the caller deletes by uuid
+    if (!reply->done) {  // cancelled, or the listing refused at once: the caller deletes by uuid
       if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::system_error);
       co_return listed;
     }
@@ -353,15 +357,17 @@ awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
 
 // Waits until mine is first, from the verdict on a listing: true when it is,
 // false when the queue must be listed again.
+// (The verdict's parts as parameters: g++ 12 may destroy an aggregate passed
+// by value in a co_await twice.)
 awaitable<std::tuple<std::error_code, bool>> wait_turn(std::shared_ptr<mutex_state> m, const attempt& a,
-                                                       lock_verdict verdict) {
+                                                       std::string predecessor, bool relist_after) {
   auto& s = *m->s;
-  for (auto predecessor = std::move(verdict.predecessor);;) {
+  for (;;) {
     auto [ec] = co_await s.async_wait_deleted(m->path + "/" + predecessor, as_tuple(use_awaitable));
     if (!ec && s.generation() != a.generation) ec = make_error_code(error::session_expired);
     if (ec) co_return std::make_tuple(ec, false);
     forget_own(*m, predecessor);
-    if (verdict.relist_after) co_return std::make_tuple(std::error_code{}, false);
+    if (relist_after) co_return std::make_tuple(std::error_code{}, false);
     // Only known nodes were below: which of them may still be there is known.
     std::optional<std::string> next;
     {
@@ -393,7 +399,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
     if (verdict.what == lock_verdict::wait && try_once)
       co_return std::make_tuple(make_error_code(error::lock_busy), lock{});
     if (verdict.what == lock_verdict::wait) {
-      auto [wait_ec, first] = co_await wait_turn(m, a, std::move(verdict));
+      auto [wait_ec, first] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
       if (!first) {
         std::tie(ec, view) = co_await fresh_listing(m);

@@ -62,7 +62,7 @@ TEST_CASE("the queue is ordered by sequence number, not by name, and ignores oth
 
 TEST_CASE("verdicts: first holds, others wait for their immediate predecessor only") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003");
-  auto queue = make_view({c, a, b}, {});
+  auto queue = make_view(lock_queue({c, a, b}), {});
   CHECK(decide(queue, parsed(a)).what == lock_verdict::held);
 
   auto vb = decide(queue, parsed(b));
@@ -85,7 +85,7 @@ TEST_CASE("own nodes below the predecessor need no new listing") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003"),
        d = node(uuid_a, "0000000004");
   own_nodes own{{1, a}, {2, b}, {4, d}};  // c is another session's
-  auto queue = make_view({d, c, b, a}, own);
+  auto queue = make_view(lock_queue({d, c, b, a}), own);
   CHECK(queue.others_before == std::vector<std::uint32_t>{0, 0, 0, 1});
 
   auto vc = decide(queue, parsed(c));
@@ -96,7 +96,7 @@ TEST_CASE("own nodes below the predecessor need no new listing") {
   CHECK_FALSE(vd.relist_after);
 
   // A node named like an own one but with another sequence is someone else's.
-  auto stale = make_view({a, b}, own_nodes{{1, node(uuid_b, "0000000001")}});
+  auto stale = make_view(lock_queue({a, b}), own_nodes{{1, node(uuid_b, "0000000001")}});
   CHECK(stale.others_before == std::vector<std::uint32_t>{0, 1});
 }
 

@@ -180,7 +180,8 @@ class mutex {
  public:
   using executor_type = asio::any_io_executor;  // a strand
 
-  // The session must outlive the mutex and every lock of it.
+  // The session must outlive the mutex and every lock of it, and must not be
+  // assigned another session meanwhile.
   mutex(session& s, std::string_view path, mutex_options options = {});
   mutex(mutex&&) noexcept = default;
   mutex& operator=(mutex&&) noexcept = default;

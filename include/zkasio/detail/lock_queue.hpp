@@ -31,18 +31,18 @@ std::optional<lock_node> parse_lock_node(std::string_view name);
 // (never of their whole names); other children are ignored.
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children);
 
-// This mutex's own nodes known to exist, by sequence: created in the current
-// session and not yet seen deleted. A node of this mutex goes only through
-// this mutex, so a contender below such nodes alone needs no new listing.
+// The lock nodes this process created and has not seen go, by sequence (they
+// may be gone: a node not here is only believed gone once seen going). A
+// contender below such nodes alone needs no new listing.
 using own_nodes = std::map<std::int64_t, std::string>;
 
-// One listing of the lock's children as a queue, shared by every contender of
-// the mutex it answers (so N contenders cost one listing, not N).
+// One listing of the lock's children as a queue (from lock_queue), shared by
+// every contender of the mutex it answers (so N contenders cost one listing).
 struct queue_view {
   std::vector<lock_node> nodes;              // by sequence
   std::vector<std::uint32_t> others_before;  // [i]: nodes before i not in own_nodes
 };
-queue_view make_view(const std::vector<std::string>& children, const own_nodes& own);
+queue_view make_view(std::vector<lock_node> queue, const own_nodes& own);
 
 // What the contender whose node is `mine` does next.
 struct lock_verdict {
@@ -60,7 +60,7 @@ struct lock_verdict {
 lock_verdict decide(const queue_view& queue, const lock_node& mine);
 
 // Once mine's predecessor is gone and no other node was below it: the own node
-// just below mine that is still there, or nullopt when mine is first.
+// just below mine that may still be there, or nullopt when mine is first.
 std::optional<std::string> next_own_predecessor(const own_nodes& own, std::int64_t mine);
 
 // The node with `uuid` in `children`, if any: how a contender finds its node
