@@ -7,16 +7,14 @@
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <asio/write.hpp>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 
 #include "latency.hpp"
@@ -193,32 +191,21 @@ long process_status(const char* field) {
 }
 long resident_bytes() { return process_status("VmRSS:") * 1024; }
 
-// The server's count of watches ("wchs"): every waiter watches its own
-// predecessor, so W watches mean every waiter is queued.
-awaitable<long> server_watches(const std::string& hosts) {
-  auto first = hosts.substr(0, hosts.find(','));
-  auto colon = first.rfind(':');
-  asio::ip::tcp::socket socket(co_await asio::this_coro::executor);
-  co_await socket.async_connect(
-      {asio::ip::make_address(first.substr(0, colon)),
-       static_cast<unsigned short>(std::stoi(first.substr(colon + 1)))},
-      use_awaitable);
-  co_await asio::async_write(socket, asio::buffer("wchs", 4), use_awaitable);
-  std::string answer;
-  std::error_code until_closed;  // the server closes after answering
-  co_await asio::async_read(socket, asio::dynamic_buffer(answer), asio::redirect_error(use_awaitable, until_closed));
-  auto total = answer.find("Total watches:");
-  if (total == std::string::npos) throw std::runtime_error("the server's wchs said: " + answer);
-  co_return std::stol(answer.substr(total + 14));
+// The lock nodes under `path` (holders and waiters).
+awaitable<std::size_t> lock_node_count(session& s, const std::string& path) {
+  auto kids = co_await s.async_get_children(path, use_awaitable);
+  co_return detail::lock_queue(kids.names).size();
 }
 
 struct queue_log {
-  std::vector<std::vector<std::int64_t>> granted;  // per lock: sequence numbers, in grant order
+  std::vector<std::vector<detail::sequence_number>> granted;  // per lock: in grant order
   std::vector<std::uint8_t> grants;                // per waiter
   std::size_t finished = 0;
 };
 
-std::int64_t sequence_of(const std::string& node) { return std::stoll(node.substr(node.size() - 10)); }
+detail::sequence_number sequence_of(const std::string& node) {
+  return detail::parse_lock_node(node.substr(node.rfind('/') + 1))->sequence;
+}
 
 awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
   auto held = co_await m.async_acquire(use_awaitable);
@@ -264,7 +251,7 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
   }
 
   auto rss_before = resident_bytes();
-  queue_log log{.granted = std::vector<std::vector<std::int64_t>>(locks),
+  queue_log log{.granted = std::vector<std::vector<detail::sequence_number>>(locks),
                 .grants = std::vector<std::uint8_t>(waiters)};
   asio::steady_timer all_finished(executor, asio::steady_timer::time_point::max());
   std::exception_ptr failure;
@@ -276,8 +263,18 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
                      if (++log.finished == waiters) all_finished.cancel();
                    });
   }
-  co_await wait_for([&]() -> awaitable<bool> { co_return co_await server_watches(o.hosts) >= o.waiters; },
-                    50ms, 600s, "the waiters did not all queue");
+  // Every waiter queued: all nodes are there, and after two more round trips
+  // of each session (the first answered after every listing, the second
+  // after what the waiters sent on seeing theirs) every waiter waits.
+  co_await wait_for(
+      [&]() -> awaitable<bool> {
+        std::size_t nodes = 0;
+        for (auto& path : paths) nodes += co_await lock_node_count(*sessions.front(), path);
+        co_return nodes >= waiters + locks;
+      },
+      50ms, 600s, "the waiters did not all queue");
+  for (int round = 0; round < 2; ++round)
+    for (auto& s : sessions) co_await s->async_exists("/", use_awaitable);
   add_value(r, "threads", static_cast<double>(process_status("Threads:")));
   add_value(r, "rss_bytes_per_waiter",
             static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(waiters));
@@ -297,8 +294,9 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
   for (std::size_t j = 0; j < locks; ++j) {
     auto& order = log.granted[j];
     in_order = in_order && order.size() == waiters / locks + (j < waiters % locks) &&
-               std::is_sorted(order.begin(), order.end()) &&
-               std::adjacent_find(order.begin(), order.end()) == order.end();
+               std::adjacent_find(order.begin(), order.end(), [](auto a, auto b) {
+                 return !detail::sequence_before(a, b);
+               }) == order.end();
   }
   add_value(r, "waiters", static_cast<double>(waiters));
   add_value(r, "granted", static_cast<double>(granted_once));

@@ -56,10 +56,10 @@ void client_pump::detach() {
   keep_alive_.reset();
 }
 
-void client_pump::watch_socket(int fd) {
+bool client_pump::watch_socket(int fd) {
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) != 0) fd = -1;
-  if (fd == fd_ && (fd < 0 || (st.st_dev == fd_dev_ && st.st_ino == fd_ino_))) return;
+  if (fd == fd_ && (fd < 0 || (st.st_dev == fd_dev_ && st.st_ino == fd_ino_))) return false;
   // Cancels the waits (their handlers see an old epoch) and closes our duplicate.
   std::error_code ignored;
   socket_.close(ignored);
@@ -68,7 +68,7 @@ void client_pump::watch_socket(int fd) {
   fd_ = fd;
   fd_dev_ = st.st_dev;
   fd_ino_ = st.st_ino;
-  if (fd < 0) return;
+  if (fd < 0) return true;
   int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   std::error_code ec;
   if (duplicate >= 0) socket_.assign(duplicate, ec);
@@ -77,6 +77,7 @@ void client_pump::watch_socket(int fd) {
     if (duplicate >= 0) ::close(duplicate);
     fd_ = -1;
   }
+  return true;
 }
 
 void client_pump::poke() { pump(true); }
@@ -96,6 +97,8 @@ void client_pump::pump(bool process_replies) {
     constexpr int unset = -2;
     int fd = unset, interest = 0;
     timeval tv{};
+    // This call may open a socket and send the handshake on it.
+    auto round_started = std::chrono::steady_clock::now();
     int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
     if (rc == ZINVALIDSTATE) {
       pumping_ = false;
@@ -112,7 +115,8 @@ void client_pump::pump(bool process_replies) {
     // handshake not yet answered): while it stays connected on the same
     // descriptor number, no fstat is needed to know the socket is the same.
     bool connected = zoo_state(zh_) == ZOO_CONNECTED_STATE;
-    if (fd != fd_ || !connected || !checked_while_connected_) watch_socket(fd);
+    if ((fd != fd_ || !connected || !checked_while_connected_) && watch_socket(fd))
+      socket_seen_ = round_started;
     checked_while_connected_ = connected;
     // Arm first, then look: readiness that came before the wait was armed is
     // seen by the look, readiness after it wakes the wait (a spare wake-up

@@ -14,6 +14,7 @@
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,9 +42,14 @@ class client_pump {
   void flush();
   // The C client's socket, or -1.
   int socket() const noexcept { return fd_; }
+  // When the pump first saw the current socket: its session handshake was
+  // sent after this (a safe lower bound of the server's sight of the session
+  // once the handshake is answered).
+  std::chrono::steady_clock::time_point socket_seen() const noexcept { return socket_seen_; }
 
  private:
-  void watch_socket(int fd);
+  // Watches `fd` from now on; true when it is another socket than before.
+  bool watch_socket(int fd);
   void pump(bool process_replies);
   void arm(int interest, const timeval& tv);
   void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
@@ -59,6 +65,7 @@ class client_pump {
   ino_t fd_ino_ = 0;
   bool checked_while_connected_ = false;  // fd_ was checked in a round that found the client connected
   std::uint64_t epoch_ = 0;  // counts socket changes; waits of an older socket are ignored
+  std::chrono::steady_clock::time_point socket_seen_{};
   bool read_armed_ = false;
   bool write_armed_ = false;
   bool timer_armed_ = false;

@@ -1,8 +1,10 @@
-#include <zkasio/detail/lock_queue.hpp>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <random>
+#include <zkasio/detail/lock_queue.hpp>
 
 namespace zkasio::detail {
 namespace {
@@ -10,7 +12,8 @@ namespace {
 constexpr std::string_view protected_prefix = "_c_";
 constexpr std::string_view lock_name = "-lock-";
 constexpr std::size_t uuid_length = 36;
-constexpr std::size_t sequence_length = 10;
+// printf("%010d"): ten characters, or eleven from -1,000,000,000 down.
+constexpr std::size_t min_sequence_length = 10, max_sequence_length = 11;
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -23,23 +26,60 @@ bool is_uuid(std::string_view s) {
   return true;
 }
 
-// ZooKeeper's suffix is printf("%010d"): ten digits, or a '-' and nine once
-// the parent's counter has wrapped past 2^31.
-std::optional<std::int64_t> parse_sequence(std::string_view s) {
-  if (s.size() != sequence_length) return std::nullopt;
+// Counts the forks of this process and of its ancestors since it started: a
+// child's generator must not go on with the parent's state.
+std::atomic<unsigned> forks{0};
+[[maybe_unused]] const int fork_handler_installed =
+    pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
+
+// Where a queue starts: after the widest gap between the sequences present,
+// going round the counter (sorted by raw value, the wrap gap is last to first).
+sequence_number queue_origin(const std::vector<sequence_number>& sorted) {
+  if (sorted.empty()) return 0;
+  sequence_number origin = sorted.front();
+  std::uint32_t widest = static_cast<std::uint32_t>(sorted.front() - sorted.back());
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    auto gap = static_cast<std::uint32_t>(sorted[i] - sorted[i - 1]);
+    if (gap > widest) widest = gap, origin = sorted[i];
+  }
+  return origin;
+}
+
+// Queue order within a view whose first sequence is `origin`.
+struct queue_order {
+  sequence_number origin;
+  std::uint32_t key(sequence_number s) const { return s - origin; }
+  bool operator()(const lock_node& a, const lock_node& b) const {
+    return key(a.sequence) != key(b.sequence) ? key(a.sequence) < key(b.sequence) : a.name < b.name;
+  }
+};
+
+}  // namespace
+
+std::optional<sequence_number> parse_sequence(std::string_view s) {
+  if (s.size() < min_sequence_length || s.size() > max_sequence_length) return std::nullopt;
   bool negative = s.front() == '-';
   std::int64_t value = 0;
   for (std::size_t i = negative ? 1 : 0; i < s.size(); ++i) {
     if (s[i] < '0' || s[i] > '9') return std::nullopt;
     value = value * 10 + (s[i] - '0');
   }
-  return negative ? -value : value;
+  if (negative) value = -value;
+  if (value < INT32_MIN || value > INT32_MAX) return std::nullopt;
+  // Only the server's own spelling: no "-000000000", no eleven-digit padding.
+  char canonical[max_sequence_length + 1];
+  std::snprintf(canonical, sizeof canonical, "%010d", static_cast<int>(value));
+  if (s != canonical) return std::nullopt;
+  return static_cast<sequence_number>(static_cast<std::int32_t>(value));
 }
 
-}  // namespace
-
 std::string make_uuid() {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  thread_local unsigned seeded_after = forks.load(std::memory_order_relaxed);
+  if (auto now = forks.load(std::memory_order_relaxed); now != seeded_after) {
+    random.seed(std::random_device{}());
+    seeded_after = now;
+  }
   std::uint64_t high = random(), low = random();
   high = (high & ~0xf000ull) | 0x4000ull;                        // version 4
   low = (low & ~(0xc000ull << 48)) | (0x8000ull << 48);          // variant 1
@@ -56,54 +96,52 @@ std::string lock_node_prefix(std::string_view uuid) {
 }
 
 std::optional<lock_node> parse_lock_node(std::string_view name) {
-  const std::size_t expected = protected_prefix.size() + uuid_length + lock_name.size() + sequence_length;
-  if (name.size() != expected || name.substr(0, protected_prefix.size()) != protected_prefix)
+  const std::size_t head = protected_prefix.size() + uuid_length + lock_name.size();
+  if (name.size() < head + min_sequence_length || name.substr(0, protected_prefix.size()) != protected_prefix)
     return std::nullopt;
   auto uuid = name.substr(protected_prefix.size(), uuid_length);
   if (!is_uuid(uuid) || name.substr(protected_prefix.size() + uuid_length, lock_name.size()) != lock_name)
     return std::nullopt;
-  auto sequence = parse_sequence(name.substr(name.size() - sequence_length));
+  auto sequence = parse_sequence(name.substr(head));
   if (!sequence) return std::nullopt;
   return lock_node{std::string(name), std::string(uuid), *sequence};
 }
 
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children) {
   std::vector<lock_node> queue;
+  std::vector<sequence_number> sequences;
   for (const auto& child : children)
-    if (auto node = parse_lock_node(child)) queue.push_back(std::move(*node));
-  std::sort(queue.begin(), queue.end(),
-            [](const lock_node& a, const lock_node& b) { return a.sequence < b.sequence; });
+    if (auto node = parse_lock_node(child)) {
+      sequences.push_back(node->sequence);
+      queue.push_back(std::move(*node));
+    }
+  std::sort(sequences.begin(), sequences.end());
+  std::sort(queue.begin(), queue.end(), queue_order{queue_origin(sequences)});
   return queue;
 }
 
-queue_view make_view(std::vector<lock_node> queue, const own_nodes& own) {
+queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known) {
   queue_view view{std::move(queue), {}};
   view.others_before.reserve(view.nodes.size());
   std::uint32_t others = 0;
   for (const auto& node : view.nodes) {
     view.others_before.push_back(others);
-    auto known = own.find(node.sequence);
-    if (known == own.end() || known->second != node.name) ++others;
+    if (!known(node)) ++others;
   }
   return view;
 }
 
 lock_verdict decide(const queue_view& queue, const lock_node& mine) {
   auto& nodes = queue.nodes;
-  auto it = std::lower_bound(nodes.begin(), nodes.end(), mine.sequence,
-                             [](const lock_node& n, std::int64_t s) { return n.sequence < s; });
+  if (nodes.empty()) return {};
+  queue_order order{nodes.front().sequence};
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), mine, order);
   if (it == nodes.end() || it->name != mine.name) return {};
   if (it == nodes.begin()) return {.what = lock_verdict::held};
   auto predecessor = static_cast<std::size_t>(it - nodes.begin()) - 1;
   return {.what = lock_verdict::wait,
           .predecessor = nodes[predecessor].name,
           .relist_after = queue.others_before[predecessor] > 0};
-}
-
-std::optional<std::string> next_own_predecessor(const own_nodes& own, std::int64_t mine) {
-  auto below = own.lower_bound(mine);
-  if (below == own.begin()) return std::nullopt;
-  return std::prev(below)->second;
 }
 
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,

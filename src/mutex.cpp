@@ -3,17 +3,16 @@
 #include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/io_context.hpp>
-#include <asio/strand.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
-#include <map>
-#include <mutex>
+#include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 
 namespace zkasio {
@@ -29,28 +28,7 @@ using namespace asio::experimental::awaitable_operators;
 constexpr std::string_view revoke_message = "__REVOKE__";
 
 struct listing_round;
-
-// The nodes of one lock path on one ensemble that this process's mutexes
-// created and have not seen go, shared by all of them (whatever their
-// session). A node not here may be another process's and still there; a node
-// here may be gone (its session expired), which its successor's watch finds.
-// So "not here" is only ever believed of nodes that are gone.
-struct known_nodes {
-  std::mutex guard;
-  own_nodes alive;
-};
-
-std::shared_ptr<known_nodes> known_nodes_of(const std::string& hosts, const std::string& path) {
-  static std::mutex table_guard;
-  static std::map<std::pair<std::string, std::string>, std::weak_ptr<known_nodes>> table;
-  std::lock_guard lock(table_guard);
-  auto& slot = table[{hosts, path}];
-  if (auto known = slot.lock()) return known;
-  std::erase_if(table, [](auto& entry) { return entry.second.expired(); });
-  auto known = std::make_shared<known_nodes>();
-  table[{hosts, path}] = known;
-  return known;
-}
+struct hold;
 
 // The mutex's strand. Over an io_context's own executor when that is what the
 // session runs on: such a strand fits in any_io_executor's small buffer, so
@@ -63,7 +41,7 @@ lock_strand make_lock_strand(const asio::any_io_executor& executor) {
 struct mutex_state {
   mutex_state(session& s, std::string path, mutex_options options)
       : s(&s), path(std::move(path)), options(std::move(options)), strand(make_lock_strand(s.get_executor())),
-        known(known_nodes_of(s.hosts(), this->path)) {}
+        known(known_nodes::of(s.hosts(), this->path)) {}
   session* s;
   std::string path;
   mutex_options options;
@@ -71,6 +49,11 @@ struct mutex_state {
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
+
+  std::string full(std::string_view name) const { return path + "/" + std::string(name); }
+  session_ref session_in(std::uint64_t generation) const {
+    return {session_access::core(*s), generation};
+  }
 };
 
 // A listing of the lock's children shared by the contenders that asked for
@@ -83,50 +66,99 @@ struct listing_round {
   std::shared_ptr<const queue_view> view;
 };
 
+// A node held, shared by the grants of one owner (reentrancy). Touched on the
+// mutex's strand, but for the flags that observers read from any thread.
 struct hold {
   std::shared_ptr<mutex_state> mutex;
+  std::string name;  // under the lock path
   std::string node;  // full path
   std::int64_t czxid = 0;
   std::int32_t version = 0;
-  std::uint64_t generation = 0;
+  std::int64_t owner_id = 0;  // the node's ephemeral owner
   std::optional<owner> who;
-  int grants = 1;  // lock objects sharing this node (reentrancy)
-  bool released = false;
-  bool lost = false;
-  asio::cancellation_signal lost_signal;
+  int grants = 0;  // lock objects holding it
+  std::vector<std::weak_ptr<grant>> grant_list;
+  std::atomic<bool> released{false};
+  std::atomic<bool> lost{false};
   asio::cancellation_signal stop_monitor;
+};
+
+// One lock object's share of a hold: its own lost signal.
+struct grant {
+  std::shared_ptr<hold> held;
+  asio::cancellation_signal lost_signal;
 };
 
 namespace {
 
-// A node seen gone (deleted, or its deletion watched).
-void forget_own(mutex_state& m, std::string_view name) {
-  auto node = parse_lock_node(name);
-  if (!node) return;
-  std::lock_guard lock(m.known->guard);
-  auto& alive = m.known->alive;
-  if (auto it = alive.find(node->sequence); it != alive.end() && it->second == name) alive.erase(it);
+// Errors that mean the node went with the session.
+bool session_gone(std::error_code ec) {
+  return ec == error::session_expired || ec == error::session_closed || ec == error::auth_failed;
 }
 
-std::shared_ptr<const queue_view> view_of(mutex_state& m, const std::vector<std::string>& children) {
-  auto queue = lock_queue(children);  // parsed and sorted before taking the process-wide lock
-  std::lock_guard lock(m.known->guard);
-  return std::make_shared<const queue_view>(make_view(std::move(queue), m.known->alive));
+// Why a holder may no longer hold.
+enum class loss {
+  none,          // the monitor was stopped (released)
+  node_gone,     // the node was deleted: known gone
+  session_over,  // the session expired or closed: the node is gone with it
+  may_be_lost,   // revoked, or disconnected under the policy: the node may still be there
+};
+
+void lose(hold& h, loss why) {
+  if (why == loss::none || h.released) return;
+  if (why == loss::node_gone || why == loss::session_over) h.mutex->known->gone(h.name);
+  if (h.lost.exchange(true)) return;
+  for (auto& weak : h.grant_list)
+    if (auto g = weak.lock()) g->lost_signal.emit(asio::cancellation_type::terminal);
 }
+
+// Runs `work` on `strand` to its end whatever happens to whoever waits for it
+// (a delete must go on when its caller gives up). Started at once.
+template <class T>
+class background {
+ public:
+  background(const lock_strand& strand, awaitable<T> work)
+      : shared_(std::make_shared<outcome>(strand)) {
+    asio::co_spawn(
+        strand,
+        [](awaitable<T> work, std::shared_ptr<outcome> o) -> awaitable<void> {
+          o->result = co_await std::move(work);
+          o->finished.cancel();
+        }(std::move(work), shared_),
+        asio::detached);
+  }
+  // Its result; nullopt when this wait was cancelled first.
+  awaitable<std::optional<T>> wait() {
+    auto o = shared_;
+    if (!o->result) co_await o->finished.async_wait(as_tuple(use_awaitable));
+    co_return o->result;
+  }
+
+ private:
+  struct outcome {
+    explicit outcome(const lock_strand& strand) : finished(strand, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer finished;
+    std::optional<T> result;
+  };
+  std::shared_ptr<outcome> shared_;
+};
 
 // A listing sent after every request submitted so far (a session's requests
 // run in order): contenders that ask before it goes out share it.
+//
+// Relies on the order of replies: see send_create.
 awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
     std::shared_ptr<mutex_state> m) {
   auto round = m->next_listing;
   if (!round) {
     round = m->next_listing = std::make_shared<listing_round>(m->strand);
+    // Posted: the creates of every contender that runs before it go out first.
     asio::post(m->strand, [m, round] {
       m->next_listing.reset();
       m->s->async_get_children(
           m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
             round->ec = ec;
-            if (!ec) round->view = view_of(*m, kids.names);
+            if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names)));
             round->done = true;
             round->ready.cancel();
           }));
@@ -138,84 +170,98 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
   co_return std::make_tuple(round->ec, round->view);
 }
 
-void lose(hold& h) {
-  if (h.lost || h.released) return;
-  h.lost = true;
-  h.lost_signal.emit(asio::cancellation_type::terminal);
-}
-
-// Errors that mean the node went with the session.
-bool session_gone(std::error_code ec) {
-  return ec == error::session_expired || ec == error::session_closed || ec == error::auth_failed;
-}
-
-// Deletes `node`, retrying after connection losses while the session that
-// created it (generation) lives; never another session's node: the name
-// carries this acquire's uuid. lock_lost when it was gone already.
-awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::string node,
-                                       std::uint64_t generation) {
+// Deletes `name` (a node this process created for the ephemeral owner
+// `owner_id`), retrying after connection losses while that session lives;
+// never another session's node. lock_lost when it was gone already (or went
+// with its session); a retry that finds it gone counts as deleted: the
+// first attempt took effect.
+awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::string name,
+                                       std::int64_t owner_id) {
   auto& s = *m->s;
-  for (;;) {
-    if (s.generation() != generation) {
-      forget_own(*m, std::string_view(node).substr(m->path.size() + 1));  // gone with its session
+  for (bool retry = false;; retry = true) {
+    if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
+      m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
-    std::error_code ec;
-    co_await s.async_remove(node, redirect_error(use_awaitable, ec));
-    if (!ec || ec == error::no_node) forget_own(*m, std::string_view(node).substr(m->path.size() + 1));
-    if (!ec) co_return ec;
+    auto [ec] = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
+    if (!ec || ec == error::no_node || session_gone(ec)) m->known->gone(name);
+    if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
     if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
-    co_await s.async_connect(redirect_error(use_awaitable, ec));
-    if (ec) co_return make_error_code(error::lock_lost);
-  }
-}
-
-// After a failed or cancelled acquire: deletes this acquire's node if the
-// create took effect (its reply may not have come back), found by uuid.
-// Requests run in order, so a listing sent now sees a node created before.
-awaitable<void> delete_by_uuid(std::shared_ptr<mutex_state> m, std::string uuid,
-                               std::uint64_t generation) {
-  auto& s = *m->s;
-  for (;;) {
-    if (s.generation() != generation) co_return;
-    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
-    if (ec == condition::retryable) {
-      co_await s.async_connect(as_tuple(use_awaitable));
-      continue;
+    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+    if (connect_ec) {
+      m->known->gone(name);
+      co_return make_error_code(error::lock_lost);
     }
-    if (ec) co_return;
-    auto found = find_by_uuid(kids.names, uuid);
-    if (!found) co_return;
-    co_await delete_node(m, m->path + "/" + found->name, generation);
-    co_return;
   }
 }
 
-awaitable<void> watch_node(std::shared_ptr<hold> h) {
+// What an acquire knows of its node.
+struct attempt {
+  std::string uuid;
+  std::uint64_t generation = 0;  // of the session when the create was sent
+  bool submitted = false;        // a create may have taken effect
+  bool gone = false;             // the node is known to be gone
+  lock_node node;                // once known
+  node_stat stat;                // its ephemeral_owner tells whose it is
+};
+
+// After a failed or cancelled acquire: deletes the attempt's node if its
+// create took effect: by name when its reply came, else found by uuid (a
+// session's requests run in order, so a listing sent now sees a node created
+// before). Only a node whose ephemeral owner is the current session: a node
+// of an earlier session of this one went with it, and a node of another
+// process never carries our uuid (and is never taken for ours if it did).
+awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, attempt a) {
+  auto& s = *m->s;
+  while (a.node.name.empty()) {
+    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+    if (connect_ec) co_return connect_ec;  // the session is over: so is the node
+    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    if (ec == condition::retryable) continue;
+    if (ec) co_return ec;
+    auto found = find_by_uuid(kids.names, a.uuid);
+    if (!found) co_return std::error_code{};
+    auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+    if (stat_ec == condition::retryable) continue;
+    if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return stat_ec;
+    a.node = std::move(*found);
+    a.stat = *st;
+  }
+  if (a.gone) co_return std::error_code{};
+  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
+}
+
+// Watches the holder's node: deleted, or revoked (Curator's protocol).
+awaitable<loss> watch_node(std::shared_ptr<hold> h) {
   auto& s = *h->mutex->s;
   auto version = h->version;
   for (;;) {
     auto [ec, event] = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
-    if (ec == asio::error::operation_aborted) co_return;
-    if (ec || event == event_type::deleted) break;
+    if (ec == asio::error::operation_aborted) co_return loss::none;
+    if (session_gone(ec)) co_return loss::session_over;
+    if (ec) co_return loss::may_be_lost;
+    if (event == event_type::deleted) co_return loss::node_gone;
     auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
-    if (read_ec == asio::error::operation_aborted) co_return;
-    if (read_ec || data.data == revoke_message) break;
+    if (read_ec == asio::error::operation_aborted) co_return loss::none;
+    if (read_ec == error::no_node) co_return loss::node_gone;
+    if (session_gone(read_ec)) co_return loss::session_over;
+    if (read_ec || data.data == revoke_message) co_return loss::may_be_lost;
     version = data.stat.version;
   }
-  lose(*h);
 }
 
-awaitable<void> watch_session(std::shared_ptr<hold> h) {
+// Watches the holder's session: over, or disconnected long enough for the
+// policy to say the lock may be lost.
+awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation) {
   auto& s = *h->mutex->s;
   auto state = s.state();
   for (;;) {
-    if (s.generation() != h->generation || state == session_state::expired ||
+    if (s.generation() != generation || state == session_state::expired ||
         state == session_state::closed || state == session_state::auth_failed)
-      break;
+      co_return loss::session_over;
     if (state == session_state::suspended) {
-      if (h->mutex->options.policy == lost_policy::on_suspend) break;
+      if (h->mutex->options.policy == lost_policy::on_suspend) co_return loss::may_be_lost;
       // The server cannot expire the session before its last sight of it
       // plus the timeout: fire a margin before that.
       asio::steady_timer expiry(co_await asio::this_coro::executor,
@@ -224,30 +270,41 @@ awaitable<void> watch_session(std::shared_ptr<hold> h) {
       auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
                               expiry.async_wait(as_tuple(use_awaitable)));
       if (change.index() == 1) {
-        if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return;
-        break;
+        if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return loss::none;
+        co_return loss::may_be_lost;
       }
       auto [ec, next] = std::get<0>(change);
-      if (ec == asio::error::operation_aborted) co_return;
-      if (ec) break;
+      if (ec == asio::error::operation_aborted) co_return loss::none;
+      if (ec) co_return loss::session_over;
       state = next;
       continue;
     }
     auto [ec, next] = co_await s.async_wait_state_change(state, as_tuple(use_awaitable));
-    if (ec == asio::error::operation_aborted) co_return;
-    if (ec) break;
+    if (ec == asio::error::operation_aborted) co_return loss::none;
+    if (ec) co_return loss::session_over;
     state = next;
   }
-  lose(*h);
 }
 
 // Watches what can take the lock away, until released.
-void start_monitor(const std::shared_ptr<hold>& h) {
-  // The handler keeps the hold (and so the signal its slot belongs to) alive
-  // until the monitor has let go of the slot.
-  asio::co_spawn(h->mutex->strand, watch_node(h) || watch_session(h),
+void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
+  // The handler keeps the hold (and so its signals) alive until the monitor
+  // has let go of the slot.
+  asio::co_spawn(h->mutex->strand, watch_node(h) || watch_session(h, generation),
                  asio::bind_cancellation_slot(h->stop_monitor.slot(),
-                                              [h](std::exception_ptr, std::variant<std::monostate, std::monostate>) {}));
+                                              [h](std::exception_ptr, std::variant<loss, loss> why) {
+                                                lose(*h, std::visit([](loss l) { return l; }, why));
+                                              }));
+}
+
+// A new lock object sharing `h`.
+lock grant_of(const std::shared_ptr<hold>& h) {
+  auto g = std::make_shared<grant>();
+  g->held = h;
+  ++h->grants;
+  std::erase_if(h->grant_list, [](auto& weak) { return weak.expired(); });
+  h->grant_list.push_back(g);
+  return lock(std::move(g));
 }
 
 // Creates the parents of the lock path, as containers.
@@ -261,29 +318,10 @@ awaitable<std::error_code> create_parents(session& s, const std::string& path) {
   }
 }
 
-struct attempt {
-  std::string uuid;
-  std::uint64_t generation = 0;
-  lock_node node;  // once known
-  node_stat stat;
-  bool submitted = false;  // a create may have taken effect
-};
-
 using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 
-// A node this mutex created: remembered as its own.
-std::optional<lock_node> adopt(mutex_state& m, std::string_view name) {
-  auto node = parse_lock_node(name);
-  if (!node) return node;
-  std::lock_guard lock(m.known->guard);
-  m.known->alive.insert_or_assign(node->sequence, node->name);
-  return node;
-}
-
-// A create's outcome, filled in by its completion. That runs on the mutex's
-// strand before the completion of any listing sent after the create (replies
-// come in order), so a listing's view already counts the node as own. Shared:
-// a cancelled acquire may be gone before the reply comes.
+// A create's outcome, filled in by its completion. Shared: a cancelled
+// acquire may be gone before the reply comes.
 struct create_reply {
   bool done = false;
   std::error_code ec;
@@ -291,58 +329,78 @@ struct create_reply {
   node_stat stat;
 };
 
-std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, const std::string& prefix) {
+// Sends the create of `a`'s node. Its completion adopts the node (known_nodes)
+// before the completion of any listing sent after it runs, so that listing's
+// view counts the node as known. That order holds because (1) the session
+// submits requests in the order they reach its strand, and the listing is
+// submitted after the create (fresh_listing); (2) a session's replies come in
+// the order of its requests and the C client completes them in that order
+// (session_impl); (3) each completion is posted, never run inline, to the
+// handler's executor (completion.hpp); (4) both handlers are bound to this
+// mutex's strand, which runs what is posted to it in order. test_session's
+// "completions of one session run in the order of its requests" breaks if
+// any of these changes.
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, const attempt& a) {
   auto reply = std::make_shared<create_reply>();
   const create_options mode(create_mode::ephemeral_sequential);
-  m->s->async_create(prefix, m->options.data, mode,
-                     asio::bind_executor(m->strand, [m, reply](std::error_code ec, created made) {
+  m->s->async_create(m->full(lock_node_prefix(a.uuid)), m->options.data, mode,
+                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation)](
+                                                        std::error_code ec, created made) {
                        reply->done = true;
                        reply->ec = ec;
                        if (ec) return;
-                       auto node = adopt(*m, std::string_view(made.path).substr(m->path.size() + 1));
-                       if (!node) reply->ec = make_error_code(error::system_error);  // not a name we asked for
-                       else reply->node = std::move(*node), reply->stat = made.stat;
+                       auto name = std::string_view(made.path).substr(m->path.size() + 1);
+                       reply->stat = made.stat;
+                       if (auto node = parse_lock_node(name)) {
+                         reply->node = std::move(*node);
+                         m->known->add(reply->node, owner);
+                       } else {  // the server named it as no server does: delete it by name
+                         reply->node.name = std::string(name);
+                         reply->ec = make_error_code(error::system_error);
+                       }
                      }));
   return reply;
 }
 
 // After a lost create reply the create may have been applied: finds the node
-// by its uuid, in this session only. nullopt: it is not there, create again.
+// by its uuid, owned by the current session. nullopt: it is not there (or
+// went with an earlier session): create again.
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
 awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m, attempt& a) {
   auto& s = *m->s;
   auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
   if (connect_ec) co_return listing(connect_ec, nullptr);
-  if (s.generation() != a.generation) co_return std::nullopt;  // a node of the old session is gone with it
   auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
   if (list_ec) co_return listing(list_ec, nullptr);
   auto found = find_by_uuid(kids.names, a.uuid);
   if (!found) co_return std::nullopt;
-  auto [stat_ec, st] = co_await s.async_exists(m->path + "/" + found->name, as_tuple(use_awaitable));
-  if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return std::nullopt;
-  a.node = *adopt(*m, found->name);  // found parses
+  auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+  if (stat_ec) co_return listing(stat_ec, nullptr);
+  if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
+  a.generation = s.generation();
+  a.node = std::move(*found);
   a.stat = *st;
-  co_return listing(std::error_code{}, view_of(*m, kids.names));
+  m->known->add(a.node, m->session_in(a.generation));
+  co_return listing(std::error_code{}, std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names))));
 }
 
 // Creates this attempt's node and lists the queue in one round trip; after a
 // lost create reply finds the node by its uuid (and only in this session).
 awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
   auto& s = *m->s;
-  const std::string prefix = m->path + "/" + lock_node_prefix(a.uuid);
   for (int parents_made = 0;;) {
     a.generation = s.generation();
     a.submitted = true;
-    auto reply = send_create(m, prefix);
+    auto reply = send_create(m, a);
     auto listed = co_await fresh_listing(m);
     if (!reply->done) {  // cancelled, or the listing refused at once: the caller deletes by uuid
       if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::system_error);
       co_return listed;
     }
+    a.node = reply->node;
+    a.stat = reply->stat;
     auto create_ec = reply->ec;
     if (!create_ec) {
-      a.node = std::move(reply->node);
-      a.stat = reply->stat;
       if (std::get<0>(listed)) listed = co_await fresh_listing(m);
       co_return listed;
     }
@@ -355,28 +413,51 @@ awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
   }
 }
 
-// Waits until mine is first, from the verdict on a listing: true when it is,
-// false when the queue must be listed again.
+// Waits for the node `name` to go: in this process when it is a node of the
+// same session (see known_nodes), else with a watch on the server.
+awaitable<std::error_code> wait_gone(std::shared_ptr<mutex_state> m, const attempt& a, const std::string& name) {
+  if (m->known->owned_by(name, m->session_in(a.generation))) {
+    auto token = as_tuple(use_awaitable);
+    auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
+        [&](auto handler) {
+          auto done = make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation);
+          m->known->wait_gone(name, m->strand, std::move(done));
+        },
+        token);
+    co_return ec;
+  }
+  auto [ec] = co_await m->s->async_wait_deleted(m->full(name), as_tuple(use_awaitable));
+  if (!ec) m->known->gone(name);
+  co_return ec;
+}
+
+enum class turn { first, relist };
+
+// Waits until mine may be first, from the verdict on a listing: first when
+// every node known below it went (to be verified: mine may be gone too), or
+// relist when the queue must be listed again.
 // (The verdict's parts as parameters: g++ 12 may destroy an aggregate passed
 // by value in a co_await twice.)
-awaitable<std::tuple<std::error_code, bool>> wait_turn(std::shared_ptr<mutex_state> m, const attempt& a,
+awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_state> m, const attempt& a,
                                                        std::string predecessor, bool relist_after) {
-  auto& s = *m->s;
   for (;;) {
-    auto [ec] = co_await s.async_wait_deleted(m->path + "/" + predecessor, as_tuple(use_awaitable));
-    if (!ec && s.generation() != a.generation) ec = make_error_code(error::session_expired);
-    if (ec) co_return std::make_tuple(ec, false);
-    forget_own(*m, predecessor);
-    if (relist_after) co_return std::make_tuple(std::error_code{}, false);
+    auto ec = co_await wait_gone(m, a, predecessor);
+    if (!ec && m->s->generation() != a.generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return std::make_tuple(ec, turn::relist);
+    if (relist_after) co_return std::make_tuple(std::error_code{}, turn::relist);
     // Only known nodes were below: which of them may still be there is known.
-    std::optional<std::string> next;
-    {
-      std::lock_guard lock(m->known->guard);
-      next = next_own_predecessor(m->known->alive, a.node.sequence);
-    }
-    if (!next) co_return std::make_tuple(std::error_code{}, true);
-    predecessor = std::move(*next);
+    auto next = m->known->below(a.node);
+    if (next.what == known_nodes::below_result::first) co_return std::make_tuple(std::error_code{}, turn::first);
+    if (next.what == known_nodes::below_result::relist) co_return std::make_tuple(std::error_code{}, turn::relist);
+    predecessor = std::move(next.name);
   }
+}
+
+// Whether mine is still there (an operator may have deleted it while it
+// waited): a grant needs its node.
+awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<mutex_state> m, const attempt& a) {
+  auto [ec, st] = co_await m->s->async_exists(m->full(a.node.name), as_tuple(use_awaitable));
+  co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner);
 }
 
 // The whole acquire: create, then wait in the queue until first.
@@ -394,28 +475,41 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
       co_return std::make_tuple(make_error_code(error::session_expired), lock{});
     auto verdict = decide(*view, a.node);
     view.reset();  // a waiter keeps no listing: there may be thousands of both
-    if (verdict.what == lock_verdict::missing)
+    if (verdict.what == lock_verdict::missing) {
+      a.gone = true;
+      m->known->gone(a.node.name);
       co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
+    }
     if (verdict.what == lock_verdict::wait && try_once)
       co_return std::make_tuple(make_error_code(error::lock_busy), lock{});
     if (verdict.what == lock_verdict::wait) {
-      auto [wait_ec, first] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
+      auto [wait_ec, next] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
-      if (!first) {
+      if (next == turn::relist) {
         std::tie(ec, view) = co_await fresh_listing(m);
         continue;
+      }
+      // First by what this process knows; a listing would have shown mine.
+      auto [check_ec, there] = co_await still_there(m, a);
+      if (check_ec) co_return std::make_tuple(check_ec, lock{});
+      if (!there) {
+        a.gone = true;
+        m->known->gone(a.node.name);
+        co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
       }
     }
     auto h = std::make_shared<hold>();
     h->mutex = m;
-    h->node = m->path + "/" + a.node.name;
+    h->name = a.node.name;
+    h->node = m->full(a.node.name);
     h->czxid = a.stat.czxid;
     h->version = a.stat.version;
-    h->generation = a.generation;
+    h->owner_id = a.stat.ephemeral_owner;
     h->who = who;
     m->holds.push_back(h);
-    start_monitor(h);
-    co_return std::make_tuple(std::error_code{}, lock(h));
+    auto granted = grant_of(h);
+    start_monitor(h, a.generation);
+    co_return std::make_tuple(std::error_code{}, std::move(granted));
   }
 }
 
@@ -442,77 +536,70 @@ owner::owner() : id_(detail::next_owner_id.fetch_add(1, std::memory_order_relaxe
 
 // ----------------------------------------------------------------- lock
 
-lock::lock(std::shared_ptr<detail::hold> hold) : hold_(std::move(hold)), mutex_(hold_->mutex) {}
+lock::lock(std::shared_ptr<detail::grant> grant) : grant_(std::move(grant)), mutex_(grant_->held->mutex) {}
 
 lock& lock::operator=(lock&& other) noexcept {
   if (this != &other) {
     lock old(std::move(*this));
-    hold_ = std::move(other.hold_);
+    grant_ = std::move(other.grant_);
     mutex_ = std::move(other.mutex_);
   }
   return *this;
 }
 
 lock::~lock() {
-  if (!hold_) return;
+  if (!grant_) return;
   // Released in the background; the delete is retried while the session lives.
-  asio::co_spawn(mutex_->strand, release_coroutine(std::move(hold_)), asio::detached);
+  asio::co_spawn(mutex_->strand, release_coroutine(std::move(grant_)), asio::detached);
 }
 
-bool lock::held() const noexcept { return hold_ && !hold_->released; }
+bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
 const std::string& lock::node() const {
   static const std::string none;
-  return hold_ ? hold_->node : none;
+  return grant_ ? grant_->held->node : none;
 }
-std::int64_t lock::fencing_token() const { return hold_ ? hold_->czxid : 0; }
-bool lock::lost() const noexcept { return !hold_ || hold_->lost; }
+std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid : 0; }
+bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }
 asio::cancellation_slot lock::lost_slot() {
-  if (!hold_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
-  return hold_->lost_signal.slot();
+  if (!grant_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
+  return grant_->lost_signal.slot();
 }
 asio::any_io_executor lock::get_executor() const {
   if (!mutex_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
   return mutex_->strand;
 }
 
-asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(
-    std::shared_ptr<detail::hold> hold) {
-  if (!hold || hold->released) co_return std::make_tuple(make_error_code(error::not_held));
+asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
+  if (!grant) co_return std::make_tuple(make_error_code(error::not_held));
+  auto hold = grant->held;
+  if (hold->released) co_return std::make_tuple(make_error_code(error::not_held));
+  std::erase_if(hold->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
   if (--hold->grants > 0) co_return std::make_tuple(std::error_code{});
   bool was_lost = hold->lost;
   hold->released = true;  // the monitor stays until the delete: the delete ends its watch
-  std::erase_if(hold->mutex->holds, [&](auto& w) { return w.lock() == hold; });
-  // The delete runs on its own, so that it completes even if this wait is
-  // cancelled (then operation_aborted, and the delete goes on in the background).
-  struct outcome {
-    asio::steady_timer finished;
-    std::optional<std::error_code> result;
-  };
-  auto shared = std::make_shared<outcome>(outcome{asio::steady_timer(hold->mutex->strand,
-                                                  asio::steady_timer::time_point::max()), {}});
-  asio::co_spawn(
+  std::erase_if(hold->mutex->holds, [&](auto& w) { return w.expired() || w.lock() == hold; });
+  // The delete goes on even if this wait is cancelled (then operation_aborted).
+  detail::background<std::error_code> deleting(
       hold->mutex->strand,
-      [](std::shared_ptr<detail::hold> hold, std::shared_ptr<outcome> shared) -> asio::awaitable<void> {
-        shared->result = co_await detail::delete_node(hold->mutex, hold->node, hold->generation);
+      [](std::shared_ptr<detail::hold> hold) -> asio::awaitable<std::error_code> {
+        auto ec = co_await detail::delete_node(hold->mutex, hold->name, hold->owner_id);
         hold->stop_monitor.emit(asio::cancellation_type::terminal);
-        shared->finished.cancel();
-      }(hold, shared),
-      asio::detached);
-  if (!shared->result)
-    co_await shared->finished.async_wait(detail::as_tuple(detail::use_awaitable));
-  if (!shared->result) co_return std::make_tuple(std::error_code(asio::error::operation_aborted));
-  auto ec = *shared->result;
+        co_return ec;
+      }(hold));
+  auto result = co_await deleting.wait();
+  if (!result) co_return std::make_tuple(std::error_code(asio::error::operation_aborted));
+  auto ec = *result;
   if (!ec && was_lost) ec = make_error_code(error::lock_lost);
   co_return std::make_tuple(ec);
 }
 
 asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(
-    std::shared_ptr<detail::hold> hold, std::vector<multi_op> ops) {
-  if (!hold || hold->released)
+    std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops) {
+  if (!grant || grant->held->released)
     co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
-  ops.insert(ops.begin(), op::check{hold->node, any_version});
-  auto [ec, results] = co_await hold->mutex->s->async_multi(std::move(ops),
-                                                            detail::as_tuple(detail::use_awaitable));
+  auto& hold = *grant->held;
+  ops.insert(ops.begin(), op::check{hold.node, any_version});
+  auto [ec, results] = co_await hold.mutex->s->async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
   // The check failed: the node is gone, so the lock was lost.
   if (ec == error::no_node && !results.empty() && results.front().error == error::no_node)
     ec = make_error_code(error::lock_lost);
@@ -546,12 +633,13 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
   if (who) {
     for (auto& weak : state->holds)
-      if (auto h = weak.lock(); h && h->who == who && !h->released && !h->lost) {
-        ++h->grants;
-        co_return std::make_tuple(std::error_code{}, lock(h));
+      if (auto h = weak.lock(); h && h->who == who && !h->released) {
+        // Queueing behind its own node would wait for ever.
+        if (h->lost) co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
+        co_return std::make_tuple(std::error_code{}, grant_of(h));
       }
   }
-  attempt a{.uuid = make_uuid(), .generation = state->s->generation(), .node = {}, .stat = {}};
+  attempt a{.uuid = make_uuid(), .node = {}, .stat = {}};
   std::tuple<std::error_code, lock> result;
   try {
     // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
@@ -561,17 +649,18 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
     std::get<0>(result) = e.code();
   }
   auto& [ec, granted] = result;
-  if (ec == error::lock_busy) {
-    // try_acquire leaves no node behind by the time it reports.
-    try {
-      co_await delete_node(state, state->path + "/" + a.node.name, a.generation);
-    } catch (const std::system_error&) {  // cancelled meanwhile: the background finishes
-      asio::co_spawn(state->strand, delete_by_uuid(state, a.uuid, a.generation), asio::detached);
+  if (ec && a.submitted) {
+    // Nothing may be left behind: the attempt's node goes, wherever the
+    // failure or cancellation struck, in the background (cancellation is
+    // prompt). try_acquire leaves no node behind by the time it reports.
+    background<std::error_code> removing(state->strand, remove_attempt_node(state, a));
+    if (ec == error::lock_busy) {
+      try {
+        if (!co_await removing.wait()) ec = asio::error::operation_aborted;
+      } catch (const std::system_error&) {  // cancelled: the removal goes on
+        ec = asio::error::operation_aborted;
+      }
     }
-  } else if (ec && a.submitted) {
-    // Nothing may be left behind: delete this attempt's node, wherever the
-    // failure or cancellation struck (in the background, so cancellation is prompt).
-    asio::co_spawn(state->strand, delete_by_uuid(state, a.uuid, a.generation), asio::detached);
   }
   co_return std::move(result);
 }
@@ -584,10 +673,10 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> mutex::cont
   std::vector<contender> queue;
   if (ec) co_return std::make_tuple(ec == error::no_node ? std::error_code{} : ec, std::move(queue));
   for (auto& node : lock_queue(kids.names)) {
-    auto [read_ec, data] = co_await s.async_get_data(state->path + "/" + node.name, as_tuple(use_awaitable));
+    auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
     if (read_ec == error::no_node) continue;  // it went while we read
     if (read_ec) co_return std::make_tuple(read_ec, std::vector<contender>{});
-    queue.push_back({node.name, node.sequence, std::move(data.data)});
+    queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data)});
   }
   co_return std::make_tuple(std::error_code{}, std::move(queue));
 }
@@ -596,7 +685,7 @@ asio::awaitable<std::tuple<std::error_code>> mutex::revoke_coroutine(
     std::shared_ptr<detail::mutex_state> state, std::string node) {
   using namespace detail;
   if (!parse_lock_node(node)) co_return std::make_tuple(make_error_code(error::not_held));
-  auto [ec, st] = co_await state->s->async_set_data(state->path + "/" + node, revoke_message,
+  auto [ec, st] = co_await state->s->async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));
   if (ec == error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);

@@ -140,7 +140,10 @@ void session_impl::on_session_event(int state) {
     ever_connected_ = true;
     id_.store(zoo_client_id(zh_)->client_id, std::memory_order_release);
     timeout_ms_.store(zoo_recv_timeout(zh_), std::memory_order_release);
-    last_contact_.store(clock::now().time_since_epoch().count(), std::memory_order_release);
+    // The server saw the session when it handled the handshake, sent on this
+    // socket: not later than now, nor earlier than the socket (the answer
+    // may have come late).
+    last_contact_.store(pump_.socket_seen().time_since_epoch().count(), std::memory_order_release);
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
     for (auto& parked : std::exchange(parked_reads_, {})) parked.resend();

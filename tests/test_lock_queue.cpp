@@ -1,10 +1,19 @@
-// The lock's decisions without a server: names, ordering, verdicts.
+// The lock's decisions without a server: names, ordering (across the wrap of
+// the server's counter), verdicts, and what the process knows of its nodes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/io_context.hpp>
+#include <cstdio>
+#include <random>
 #include <set>
 #include <vector>
+#include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 
+using namespace zkasio;
 using namespace zkasio::detail;
 
 namespace {
@@ -14,7 +23,21 @@ const std::string uuid_c = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
 std::string node(const std::string& uuid, const std::string& sequence) {
   return lock_node_prefix(uuid) + sequence;
 }
+// The name the server gives the node made when its counter was `counter`.
+std::string node_at(const std::string& uuid, std::int32_t counter) {
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%010d", counter);
+  return node(uuid, suffix);
+}
 lock_node parsed(const std::string& name) { return *parse_lock_node(name); }
+std::vector<std::string> names_of(const std::vector<lock_node>& queue) {
+  std::vector<std::string> names;
+  for (auto& n : queue) names.push_back(n.name);
+  return names;
+}
+queue_view view_knowing(std::vector<lock_node> queue, std::set<std::string> known) {
+  return make_view(std::move(queue), [&](const lock_node& n) { return known.count(n.name) > 0; });
+}
 }  // namespace
 
 TEST_CASE("lock node names are Curator's protected names") {
@@ -23,8 +46,6 @@ TEST_CASE("lock node names are Curator's protected names") {
   REQUIRE(parsed.has_value());
   CHECK(parsed->uuid == uuid_a);
   CHECK(parsed->sequence == 42);
-  // A wrapped counter: printf("%010d") of a negative number.
-  CHECK(parse_lock_node(node(uuid_a, "-000000007"))->sequence == -7);
 
   const std::vector<std::string> bad_names{"", "lock-0000000001", "_c_" + uuid_a + "-lock-", node(uuid_a, "00000001"),
                           node(uuid_a, "00000000012"), node(uuid_a, "00000x0001"),
@@ -33,6 +54,31 @@ TEST_CASE("lock node names are Curator's protected names") {
   for (const auto& bad : bad_names) {
     CAPTURE(bad);
     CHECK_FALSE(parse_lock_node(bad).has_value());
+  }
+}
+
+TEST_CASE("sequence suffixes: exactly what the server writes, also past 2^31") {
+  CHECK(parse_sequence("0000000000") == 0u);
+  CHECK(parse_sequence("2147483647") == 0x7fffffffu);
+  // printf("%010d") of the wrapped counter: ten characters down to -999,999,999, then eleven.
+  CHECK(parse_sequence("-000000007") == static_cast<sequence_number>(-7));
+  CHECK(parse_sequence("-999999999") == static_cast<sequence_number>(-999'999'999));
+  CHECK(parse_sequence("-1000000000") == static_cast<sequence_number>(-1'000'000'000));
+  CHECK(parse_sequence("-2147483648") == 0x80000000u);
+  CHECK(parse_lock_node(node(uuid_a, "-2147483648"))->sequence == 0x80000000u);
+  for (const char* bad : {"", "000000001", "00000000001", "+000000001", "-000000000", "-0000000001",
+                          "2147483648", "-2147483649", "9999999999", "-99999999999", "00000 0001", "-00000000a"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_sequence(bad).has_value());
+  }
+  // Every value the counter takes parses back to itself.
+  std::mt19937 random(7);
+  for (int i = 0; i < 10'000; ++i) {
+    auto counter = static_cast<std::int32_t>(random());
+    char text[16];
+    std::snprintf(text, sizeof text, "%010d", counter);
+    CAPTURE(text);
+    CHECK(parse_sequence(text) == static_cast<sequence_number>(counter));
   }
 }
 
@@ -60,9 +106,58 @@ TEST_CASE("the queue is ordered by sequence number, not by name, and ignores oth
   CHECK(queue[2].uuid == uuid_a);
 }
 
+TEST_CASE("the queue follows the server's counter across its wraps") {
+  // Past 2^31-1 the counter is negative; past -1 it is 0 again.
+  for (std::int64_t start : {std::int64_t{2147483645}, std::int64_t{-3}, std::int64_t{-1000000002}, std::int64_t{0}}) {
+    CAPTURE(start);
+    std::vector<std::string> in_order;
+    for (std::int64_t k = 0; k < 6; ++k)
+      in_order.push_back(node_at(k % 2 ? uuid_a : uuid_b, static_cast<std::int32_t>(static_cast<std::uint32_t>(start + k))));
+    auto shuffled = in_order;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(static_cast<unsigned>(start)));
+    CHECK(names_of(lock_queue(shuffled)) == in_order);
+    // Who waits for whom follows the same order.
+    auto view = view_knowing(lock_queue(shuffled), {});
+    CHECK(decide(view, parsed(in_order[0])).what == lock_verdict::held);
+    for (std::size_t i = 1; i < in_order.size(); ++i) {
+      auto verdict = decide(view, parsed(in_order[i]));
+      CHECK(verdict.what == lock_verdict::wait);
+      CHECK(verdict.predecessor == in_order[i - 1]);
+    }
+  }
+  CHECK(sequence_before(0x7fffffffu, 0x80000000u));
+  CHECK(sequence_before(0xffffffffu, 0u));
+  CHECK_FALSE(sequence_before(0u, 0xffffffffu));
+  CHECK_FALSE(sequence_before(5u, 5u));
+}
+
+TEST_CASE("any listing sorts without harm: garbage is ignored, valid names keep the counter's order") {
+  std::mt19937 random(11);
+  auto garbage = [&] {
+    std::string s;
+    for (int n = static_cast<int>(random() % 60); n > 0; --n) s += static_cast<char>(random() % 128);
+    return s;
+  };
+  for (int round = 0; round < 200; ++round) {
+    // A queue of up to 50 nodes somewhere on the counter, among garbage.
+    std::uint32_t counter = random();
+    std::vector<std::string> valid, children;
+    for (std::uint32_t k = 0, n = random() % 50; k < n; ++k, counter += 1 + random() % 1000)
+      valid.push_back(node_at(uuid_a, static_cast<std::int32_t>(counter)));
+    children = valid;
+    for (int g = 0; g < 20; ++g) children.push_back(random() % 2 ? garbage() : node(uuid_b, garbage().substr(0, 11)));
+    std::shuffle(children.begin(), children.end(), random);
+    auto queue = lock_queue(children);
+    std::vector<std::string> valid_seen;
+    for (auto& n : queue)
+      if (std::find(valid.begin(), valid.end(), n.name) != valid.end()) valid_seen.push_back(n.name);
+    CHECK(valid_seen == valid);
+  }
+}
+
 TEST_CASE("verdicts: first holds, others wait for their immediate predecessor only") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003");
-  auto queue = make_view(lock_queue({c, a, b}), {});
+  auto queue = view_knowing(lock_queue({c, a, b}), {});
   CHECK(decide(queue, parsed(a)).what == lock_verdict::held);
 
   auto vb = decide(queue, parsed(b));
@@ -76,38 +171,22 @@ TEST_CASE("verdicts: first holds, others wait for their immediate predecessor on
   CHECK(vc.relist_after);      // a belongs to someone else and may still be there
 
   CHECK(decide(queue, parsed(node(uuid_a, "0000000009"))).what == lock_verdict::missing);
-  CHECK(decide(make_view({}, {}), parsed(a)).what == lock_verdict::missing);
+  CHECK(decide(view_knowing({}, {}), parsed(a)).what == lock_verdict::missing);
   // Same sequence, another name (the parent was re-created): not mine.
   CHECK(decide(queue, parsed(node(uuid_c, "0000000001"))).what == lock_verdict::missing);
 }
 
-TEST_CASE("own nodes below the predecessor need no new listing") {
+TEST_CASE("known nodes below the predecessor need no new listing") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003"),
        d = node(uuid_a, "0000000004");
-  own_nodes own{{1, a}, {2, b}, {4, d}};  // c is another session's
-  auto queue = make_view(lock_queue({d, c, b, a}), own);
+  auto queue = view_knowing(lock_queue({d, c, b, a}), {a, b, d});  // c is another process's
   CHECK(queue.others_before == std::vector<std::uint32_t>{0, 0, 0, 1});
-
   auto vc = decide(queue, parsed(c));
   CHECK(vc.predecessor == b);
-  CHECK_FALSE(vc.relist_after);  // only own nodes (a) below b
+  CHECK_FALSE(vc.relist_after);  // only known nodes (a) below b
   auto vd = decide(queue, parsed(d));
   CHECK(vd.predecessor == c);
   CHECK_FALSE(vd.relist_after);
-
-  // A node named like an own one but with another sequence is someone else's.
-  auto stale = make_view(lock_queue({a, b}), own_nodes{{1, node(uuid_b, "0000000001")}});
-  CHECK(stale.others_before == std::vector<std::uint32_t>{0, 1});
-}
-
-TEST_CASE("after the predecessor went: the own node still below, or first") {
-  auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000005");
-  own_nodes own{{1, a}, {5, b}, {9, node(uuid_c, "0000000009")}};
-  CHECK(next_own_predecessor(own, 7) == b);
-  CHECK(next_own_predecessor(own, 5) == a);  // mine (5) is not its own predecessor
-  own.erase(1);
-  CHECK_FALSE(next_own_predecessor(own, 5));
-  CHECK_FALSE(next_own_predecessor({}, 5));
 }
 
 TEST_CASE("finding a node by its uuid after a lost create reply") {
@@ -116,4 +195,114 @@ TEST_CASE("finding a node by its uuid after a lost create reply") {
   REQUIRE(found.has_value());
   CHECK(found->name == node(uuid_a, "0000000005"));
   CHECK_FALSE(find_by_uuid(children, uuid_c).has_value());
+}
+
+namespace {
+
+// A session's engine as known_nodes sees it: a state and a generation.
+class fake_core final : public session_core {
+ public:
+  explicit fake_core(const asio::any_io_executor& executor) : session_core(executor) {
+    state_ = session_state::connected;
+  }
+  void set(session_state s) { state_ = s; }
+  void next_generation() { ++generation_; }
+  void connect(completion_ptr<>) override {}
+  void wait_state_change(session_state, completion_ptr<session_state>) override {}
+  void create(std::string, std::string, create_options, completion_ptr<created>) override {}
+  void remove(std::string, std::int32_t, completion_ptr<>) override {}
+  void exists(std::string, completion_ptr<std::optional<node_stat>>) override {}
+  void get_data(std::string, completion_ptr<node_data>) override {}
+  void set_data(std::string, std::string, std::int32_t, completion_ptr<node_stat>) override {}
+  void get_children(std::string, completion_ptr<children>) override {}
+  void multi(std::vector<multi_op>, completion_ptr<std::vector<op_result>>) override {}
+  void wait_deleted(std::string, completion_ptr<>) override {}
+  void wait_data_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
+  void wait_children_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
+  void add_auth(std::string, std::string, completion_ptr<>) override {}
+  void close(completion_ptr<>) override {}
+  void abandon() override {}
+};
+
+session_ref ref_of(const std::shared_ptr<fake_core>& core) { return {core, core->generation()}; }
+
+}  // namespace
+
+TEST_CASE("known nodes: a walk down the nodes below mine, skipping those of sessions that are over") {
+  asio::io_context io;
+  auto mine_core = std::make_shared<fake_core>(io.get_executor());
+  auto other_core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto n1 = parsed(node(uuid_a, "0000000001")), n2 = parsed(node(uuid_b, "0000000002")),
+       n3 = parsed(node(uuid_c, "0000000003")), me = parsed(node(uuid_a, "0000000009"));
+  known.add(n1, ref_of(other_core));
+  known.add(n2, ref_of(mine_core));
+  known.add(n3, ref_of(other_core));
+  known.add(me, ref_of(mine_core));
+
+  auto below = known.below(me);
+  CHECK(below.what == known_nodes::below_result::node);
+  CHECK(below.name == n3.name);
+  // The other session is disconnected: its nodes may be gone without its knowing.
+  other_core->set(session_state::suspended);
+  CHECK(known.below(me).what == known_nodes::below_result::relist);
+  // Its session is over: its nodes are gone, dropped without a round trip.
+  other_core->next_generation();
+  other_core->set(session_state::connected);
+  below = known.below(me);
+  CHECK(below.name == n2.name);
+  CHECK(known.size() == 3);  // n3 dropped on the way; n1, below n2, not walked yet
+  CHECK(known.owned_by(n2.name, ref_of(mine_core)));
+  CHECK_FALSE(known.owned_by(n2.name, ref_of(other_core)));
+  known.gone(n2.name);
+  CHECK(known.below(me).what == known_nodes::below_result::first);
+  // Closed: over too.
+  mine_core->set(session_state::closed);
+  CHECK(known.below(parsed(node(uuid_b, "0000000010"))).what == known_nodes::below_result::first);
+  CHECK(known.size() == 0);
+}
+
+TEST_CASE("known nodes: the walk goes round the counter's wrap") {
+  asio::io_context io;
+  auto core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto before_wrap = parsed(node_at(uuid_a, 2147483647)), after_wrap = parsed(node_at(uuid_b, -2147483648)),
+       ahead = parsed(node_at(uuid_c, -2147483638));
+  known.add(before_wrap, ref_of(core));
+  known.add(ahead, ref_of(core));  // later than mine: never below it
+  CHECK(known.below(after_wrap).name == before_wrap.name);
+  known.gone(before_wrap.name);
+  CHECK(known.below(after_wrap).what == known_nodes::below_result::first);
+}
+
+TEST_CASE("known nodes: waiting for a node to go, and withdrawing the wait") {
+  asio::io_context io;
+  auto core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto n1 = parsed(node(uuid_a, "0000000001")), n2 = parsed(node(uuid_b, "0000000002"));
+  known.add(n1, ref_of(core));
+  known.add(n2, ref_of(core));
+  std::vector<std::error_code> results;
+  auto waiter = [&](std::error_code ec) { results.push_back(ec); };
+  auto executor = io.get_executor();
+  auto completion = [&](auto handler) {
+    return make_completion<>(std::move(handler), executor, executor, read_cancellation);
+  };
+  known.wait_gone(n1.name, executor, completion(waiter));
+  asio::cancellation_signal cancel;
+  known.wait_gone(n2.name, executor, completion(asio::bind_cancellation_slot(cancel.slot(), waiter)));
+  known.wait_gone(node(uuid_c, "0000000003"), executor, completion(waiter));  // not known: at once
+  io.poll();
+  io.restart();
+  CHECK(results == std::vector<std::error_code>{{}});
+  known.gone(n1.name);
+  cancel.emit(asio::cancellation_type::terminal);
+  io.poll();
+  io.restart();
+  REQUIRE(results.size() == 3);
+  CHECK(!results[1]);
+  CHECK(results[2] == asio::error::operation_aborted);
+  known.gone(n2.name);  // the withdrawn wait is not completed twice
+  io.poll();
+  CHECK(results.size() == 3);
 }

@@ -26,6 +26,7 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/post.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/prefer.hpp>
 #include <asio/redirect_error.hpp>
@@ -75,13 +76,13 @@ struct mutex_options {
 
 struct contender {
   std::string node;  // the node's name under the lock path
-  std::int64_t sequence = 0;
+  std::int64_t sequence = 0;  // as the server wrote it: negative once its counter passed 2^31
   std::string data;  // what the contender wrote into its node
 };
 
 namespace detail {
 struct mutex_state;
-struct hold;
+struct grant;
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in mutex.cpp).
 using lock_strand = asio::any_io_executor;
@@ -97,6 +98,20 @@ struct signature_of<std::tuple<std::error_code, Values...>> {
 // throwing) on `strand` as an asynchronous operation: the handler's
 // cancellation slot reaches the coroutine (which enables partial
 // cancellation), and the result goes to the handler's executor.
+// Completes at once (through the handler's executor) with `result`.
+template <class Result, class Token>
+auto complete_with(Result result, Token&& token) {
+  return asio::async_initiate<Token, typename signature_of<Result>::type>(
+      [](auto handler, Result result) {
+        auto executor = asio::prefer(asio::get_associated_executor(handler),
+                                     asio::execution::outstanding_work.tracked);
+        asio::post(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
+          std::apply(std::move(handler), std::move(result));
+        });
+      },
+      token, std::move(result));
+}
+
 template <class Result, class Token>
 auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
   return asio::async_initiate<Token, typename signature_of<Result>::type>(
@@ -122,16 +137,19 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
 }  // namespace detail
 
 // A held lock: move-only; releases in the background when destroyed.
+// Every grant (reentrant ones too) is a lock object of its own, with its own
+// lost signal; they share one node.
 class lock {
  public:
-  lock() = default;  // holds nothing; async_release on it throws (there is no executor)
-  explicit lock(std::shared_ptr<detail::hold> hold);
+  lock() = default;  // holds nothing: async_release completes with not_held
+  explicit lock(std::shared_ptr<detail::grant> grant);
   lock(lock&&) noexcept = default;
   lock& operator=(lock&& other) noexcept;
   lock(const lock&) = delete;
   lock& operator=(const lock&) = delete;
   ~lock();
 
+  // Observers, safe from any thread.
   bool held() const noexcept;
   explicit operator bool() const noexcept { return held(); }
   // The lock node's path.
@@ -141,20 +159,29 @@ class lock {
   std::int64_t fencing_token() const;
   // True once the lock may be lost (see lost_slot).
   bool lost() const noexcept;
+
   // Emitted (terminal) the moment the lock may be lost: session expired,
   // disconnected under the policy, the node deleted by someone else, or a
-  // revocation requested. Emitted on the mutex's strand (get_executor()):
-  // bind it only to operations running there, as with_lock does.
+  // revocation requested. Emitted on the mutex's strand (get_executor()),
+  // once: bind it only to operations running there, and check lost() after
+  // binding (a loss before the binding is not emitted again). with_lock does
+  // both.
   asio::cancellation_slot lost_slot();
   asio::any_io_executor get_executor() const;  // a strand
 
-  // Releases: completes with lock_lost if the node was already gone (the lock
-  // had been lost), not_held if this lock was released already. A delete hit
-  // by a connection loss goes on in the background while the session lives.
+  // Releases: completes with lock_lost if the lock had been lost (its node
+  // was gone, or it had been revoked or may have been lost under the policy),
+  // not_held if this lock was released already or never held. A delete hit
+  // by a connection loss goes on while the session lives, also after a
+  // cancellation of the wait (terminal or partial: operation_aborted at once);
+  // a retried delete that finds the node gone counts as released (the first
+  // one took effect).
   template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
   auto async_release(Token&& token = {}) {
+    if (!mutex_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
+    auto strand = get_executor();
     return detail::spawn_on<std::tuple<std::error_code>>(
-        get_executor(), release_coroutine(std::exchange(hold_, {})), std::forward<Token>(token));
+        std::move(strand), release_coroutine(std::exchange(grant_, {})), std::forward<Token>(token));
   }
 
   // A multi that first checks that the lock node still exists: the writes
@@ -162,17 +189,20 @@ class lock {
   // (the results include the check's, first).
   template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
+    if (!mutex_)
+      return detail::complete_with(std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{}),
+                                   std::forward<Token>(token));
     return detail::spawn_on<std::tuple<std::error_code, std::vector<op_result>>>(
-        get_executor(), guarded_multi_coroutine(hold_, std::move(ops)), std::forward<Token>(token));
+        get_executor(), guarded_multi_coroutine(grant_, std::move(ops)), std::forward<Token>(token));
   }
 
  private:
   static asio::awaitable<std::tuple<std::error_code>> release_coroutine(
-      std::shared_ptr<detail::hold> hold);
+      std::shared_ptr<detail::grant> grant);
   static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
-  guarded_multi_coroutine(std::shared_ptr<detail::hold> hold, std::vector<multi_op> ops);
+  guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
 
-  std::shared_ptr<detail::hold> hold_;              // empty once released
+  std::shared_ptr<detail::grant> grant_;            // empty once released
   std::shared_ptr<detail::mutex_state> mutex_;      // kept: its strand runs release
 };
 
@@ -254,21 +284,35 @@ class mutex {
   std::shared_ptr<detail::mutex_state> state_;
 };
 
+namespace detail {
+// Runs `body()` on the lock's strand under its lost signal, unless the lock is
+// lost already. On the strand, where the signal is emitted, so the check and
+// the binding cannot miss it; a loss after the binding aborts the body's
+// next wait.
+template <class Result, class Body>
+asio::awaitable<Result> run_under(lock& held, Body& body) {
+  if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock");
+  co_return co_await asio::co_spawn(held.get_executor(), body(),
+                                    asio::bind_cancellation_slot(held.lost_slot(), asio::use_awaitable));
+}
+}  // namespace detail
+
 // Acquires `m`, runs the critical section `body()` (returning an
 // asio::awaitable) on the lock's strand with the lock's lost signal as its
-// cancellation slot, so that every operation in it is aborted
-// (operation_aborted) the moment the lock may be lost; then releases. Throws
-// what the acquire or the body throws, and lock_lost if the body completed but
-// the lock was lost meanwhile.
+// cancellation slot, then releases. The body never starts if the lock was
+// lost before it could, and is aborted at its next wait the moment the lock
+// may be lost. Throws what the acquire throws; lock_lost (system_error) if
+// the lock was lost before or during the body (also when the body completed
+// meanwhile); otherwise what the body throws.
 template <class Body>
 auto with_lock(mutex& m, Body body) -> decltype(body()) {
   using result_type = typename decltype(body())::value_type;
   auto held = co_await m.async_acquire(asio::use_awaitable);
-  auto run = asio::co_spawn(held.get_executor(), body(),
-                            asio::bind_cancellation_slot(held.lost_slot(), asio::use_awaitable));
   std::exception_ptr failure;
   std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;
   try {
+    auto run = asio::co_spawn(held.get_executor(), detail::run_under<result_type>(held, body),
+                              asio::use_awaitable);
     if constexpr (std::is_void_v<result_type>) {
       co_await std::move(run);
       result.emplace(true);
@@ -280,6 +324,7 @@ auto with_lock(mutex& m, Body body) -> decltype(body()) {
   }
   std::error_code released;
   co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
+  if (released == error::lock_lost) throw std::system_error(released, "with_lock");
   if (failure) std::rethrow_exception(failure);
   if (released) throw std::system_error(released, "with_lock");
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);

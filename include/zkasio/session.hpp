@@ -36,10 +36,18 @@
 
 namespace zkasio {
 
+class session;
+
 namespace detail {
 // A completion token, as opposed to the optional argument before it.
 template <class Token, class Optional>
 concept token_not = !std::is_convertible_v<std::decay_t<Token>, Optional>;
+
+// For zkasio's recipes: the session's engine, whose identity and generation
+// tell which ZooKeeper session a node belongs to.
+struct session_access {
+  static const std::shared_ptr<session_core>& core(const session& s);
+};
 }  // namespace detail
 
 class session {
@@ -253,6 +261,7 @@ class session {
   }
 
  private:
+  friend struct detail::session_access;
   using core = detail::session_core;
 
   // One operation: make its completion from the handler, then submit it on the
@@ -284,5 +293,9 @@ class session {
   std::string hosts_;
   std::shared_ptr<core> core_;
 };
+
+inline const std::shared_ptr<detail::session_core>& detail::session_access::core(const session& s) {
+  return s.core_;
+}
 
 }  // namespace zkasio

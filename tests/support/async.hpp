@@ -6,6 +6,7 @@
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <exception>
@@ -57,6 +58,22 @@ bool run_until(asio::io_context& io, Predicate done,
     io.run_one_until(deadline);
   }
   return done();
+}
+
+// Awaits a condition that another thread makes true (a proxy's cut, say),
+// keeping the caller's executor running meanwhile: true once `holds()`,
+// false when `timeout` passed first.
+template <class Predicate>
+asio::awaitable<bool> eventually(Predicate holds,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() >= deadline) co_return false;
+    tick.expires_after(std::chrono::milliseconds(1));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+  co_return true;
 }
 
 // Something a test waits for: callbacks count towards it, a coroutine awaits

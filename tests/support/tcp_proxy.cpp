@@ -94,6 +94,7 @@ struct tcp_proxy::impl {
     std::deque<frame> held;                  // server frames kept back (hold_replies)
     bool handshake_delivered = false;        // the server's first frame reached the client
     std::optional<std::int32_t> cut_xid;     // the armed cut's request on this connection
+    cut cut_kind = cut::lose_reply;
     bool closed = false;
     bool closing = false;  // no more reads; close once the queued writes are out
 
@@ -162,20 +163,33 @@ struct tcp_proxy::impl {
     void on_request(frame f) {
       if (!client.first_frame_seen) {
         client.first_frame_seen = true;  // ConnectRequest: forwarded as is
-      } else if (f.size() >= 12 && owner.armed) {
-        const std::int32_t xid = read_be32(f.data() + 4);
+        send(server, std::move(f));
+        owner.record_handshake();
+        return;
+      }
+      const std::int32_t xid = f.size() >= 8 ? read_be32(f.data() + 4) : -1;
+      if (f.size() >= 12 && owner.armed && xid >= 0) {
         const std::int32_t type = read_be32(f.data() + 8);
-        if (xid >= 0 && (!owner.armed_op || *owner.armed_op == type)) {
+        if (!owner.armed_op || *owner.armed_op == type) {
           owner.armed = false;
+          if (owner.armed_cut == cut::lose_request) {
+            close_now();
+            owner.record_cut();
+            return;
+          }
           cut_xid = xid;
+          cut_kind = owner.armed_cut;
         }
       }
+      if (xid >= 0) ++owner.requests;
+
       send(server, std::move(f));
     }
 
     // A whole server-to-client frame, as it comes from the server.
     void on_reply(frame f) {
       if (owner.holding) {
+        if (f.size() >= 8 && read_be32(f.data() + 4) == -1) owner.record_held_event();
         held.push_back(std::move(f));
       } else {
         deliver(std::move(f));
@@ -187,9 +201,10 @@ struct tcp_proxy::impl {
       if (!handshake_delivered) {
         handshake_delivered = true;  // ConnectResponse: forwarded as is
       } else if (cut_xid && f.size() >= 8 && read_be32(f.data() + 4) == *cut_xid) {
-        // The reply to the armed request: the client never sees it.
+        // The reply to the armed request: delivered or not, then the end.
         cut_xid.reset();
         held.clear();
+        if (cut_kind == cut::deliver_reply) send(client, std::move(f));
         close_after_flush();
         owner.record_cut();
         return;
@@ -335,6 +350,23 @@ struct tcp_proxy::impl {
     cut_cv.notify_all();
   }
 
+  void record_held_event() {
+    {
+      std::lock_guard lock(cut_mutex);
+      ++held_events;
+    }
+    cut_cv.notify_all();
+  }
+
+  void record_handshake() {
+    {
+      std::lock_guard lock(cut_mutex);
+      ++handshakes;
+      last_handshake = std::chrono::steady_clock::now();
+    }
+    cut_cv.notify_all();
+  }
+
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   const tcp::endpoint upstream;
@@ -348,14 +380,20 @@ struct tcp_proxy::impl {
   bool holding = false;
   bool refusing = false;
   bool armed = false;
+  cut armed_cut = cut::lose_reply;
   std::optional<std::int32_t> armed_op;
 
   std::atomic<std::size_t> accepted{0};
   std::atomic<std::size_t> open{0};
+  std::atomic<std::size_t> requests{0};
 
+  // Shared with the test's thread: cuts and handshakes happened.
   std::mutex cut_mutex;
   std::condition_variable cut_cv;
   bool cut_done = false;
+  std::size_t handshakes = 0;
+  std::size_t held_events = 0;
+  std::chrono::steady_clock::time_point last_handshake{};
 };
 
 tcp_proxy::tcp_proxy(std::string upstream) : impl_(std::make_unique<impl>(std::move(upstream))) {}
@@ -384,15 +422,42 @@ void tcp_proxy::refuse_connections(bool refuse) {
   impl_->apply([this, refuse] { impl_->refusing = refuse; });
 }
 
-void tcp_proxy::drop_after_next_request(std::optional<std::int32_t> op_type) {
-  impl_->apply([this, op_type] {
+void tcp_proxy::pass_then_drop() {
+  impl_->apply([this] {
+    impl_->holding = false;
+    const auto all = impl_->connections;
+    for (const auto& c : all) {
+      c->release_held();
+      c->close_after_flush();
+    }
+  });
+}
+
+void tcp_proxy::arm_cut(cut what, std::optional<std::int32_t> op_type) {
+  impl_->apply([this, what, op_type] {
     {
       std::lock_guard lock(impl_->cut_mutex);
       impl_->cut_done = false;  // wait_cut() now waits for this new cut
     }
     impl_->armed = true;
+    impl_->armed_cut = what;
     impl_->armed_op = op_type;
   });
+}
+
+bool tcp_proxy::wait_held_events(std::size_t count, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->cut_mutex);
+  return impl_->cut_cv.wait_for(lock, timeout, [&] { return impl_->held_events >= count; });
+}
+
+std::size_t tcp_proxy::requests_forwarded() const { return impl_->requests.load(); }
+
+std::optional<std::chrono::steady_clock::time_point> tcp_proxy::wait_handshakes(
+    std::size_t count, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->cut_mutex);
+  if (!impl_->cut_cv.wait_for(lock, timeout, [&] { return impl_->handshakes >= count; }))
+    return std::nullopt;
+  return impl_->last_handshake;
 }
 
 bool tcp_proxy::wait_cut(std::chrono::milliseconds timeout) {

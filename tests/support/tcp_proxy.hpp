@@ -36,14 +36,38 @@ class tcp_proxy {
   // While refusing, new connections are accepted and closed at once, so the
   // client cannot reach the server (a network partition for this client only).
   void refuse_connections(bool refuse);
-  // Arm a cut: the next client request (a frame with xid >= 0; of type `op_type`
-  // when given, e.g. ZOO_CREATE_OP = 1, ZOO_CREATE2_OP = 15) is forwarded to the
-  // server; when the server's reply to it (same xid) arrives, that reply is
-  // discarded and the connection is closed. The request has therefore been
-  // executed by the server but the client never learns its result.
-  void drop_after_next_request(std::optional<std::int32_t> op_type = std::nullopt);
+  // Deliver the replies held back (hold_replies), then close every connection;
+  // holding ends. The client sees those replies, then the connection loss.
+  void pass_then_drop();
+
+  // What an armed cut does to the next client request (a frame with xid >= 0;
+  // of type `op_type` when given, e.g. ZOO_CREATE_OP = 1, ZOO_DELETE_OP = 2,
+  // ZOO_EXISTS_OP = 3, ZOO_GETCHILDREN2_OP = 12, ZOO_CREATE2_OP = 15).
+  enum class cut {
+    lose_reply,     // forwarded; its reply is discarded and the connection closed:
+                    // the server executed it, the client never learns its result
+    deliver_reply,  // forwarded; its reply is delivered, then the connection closed
+    lose_request,   // not forwarded: the connection is closed instead
+  };
+  void arm_cut(cut what, std::optional<std::int32_t> op_type = std::nullopt);
+  void drop_after_next_request(std::optional<std::int32_t> op_type = std::nullopt) {
+    arm_cut(cut::lose_reply, op_type);
+  }
   // Waits until an armed cut has happened; false if `timeout` passed first.
   bool wait_cut(std::chrono::milliseconds timeout);
+
+  // Waits until `count` watch notifications (server frames with xid -1) are
+  // held back (hold_replies) in all; false if `timeout` passed first.
+  bool wait_held_events(std::size_t count, std::chrono::milliseconds timeout);
+
+  // Requests (frames with xid >= 0 after the handshake) forwarded to the server
+  // over all connections: a client's round trips, pings excluded.
+  std::size_t requests_forwarded() const;
+  // Waits until `count` session handshakes (ConnectRequests) have been
+  // forwarded to the server in all, and returns when the last of them was;
+  // nullopt if `timeout` passed first.
+  std::optional<std::chrono::steady_clock::time_point> wait_handshakes(
+      std::size_t count, std::chrono::milliseconds timeout);
 
   std::size_t connections_accepted() const;
   std::size_t connections_open() const;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,37 +12,50 @@
 
 namespace zkasio::detail {
 
-// "_c_<uuid>-lock-<sequence>": Curator's protected name for a lock node, the
-// sequence being the server's 10-digit suffix.
+// A sequential node's suffix: the parent's 32-bit counter, which the server
+// writes with printf("%010d"), so that past 2^31 it is negative ("-2147483648",
+// then on up to "-000000001", then "0000000000" again). Kept as the counter's
+// bits: sequences compare in the counter's circular order (sequence_before).
+using sequence_number = std::uint32_t;
+
+// True when the counter reached `a` before `b`: `a` is less than half the
+// counter's range behind `b` (a queue spans far less than 2^31 creates).
+constexpr bool sequence_before(sequence_number a, sequence_number b) noexcept {
+  return a != b && static_cast<std::uint32_t>(b - a) < 0x8000'0000u;
+}
+
+// The suffix's value, or nullopt unless it is exactly what the server writes.
+std::optional<sequence_number> parse_sequence(std::string_view suffix);
+
+// "_c_<uuid>-lock-<sequence>": Curator's protected name for a lock node.
 struct lock_node {
   std::string name;
   std::string uuid;
-  std::int64_t sequence = 0;
+  sequence_number sequence = 0;
 };
 
-// A random (version 4) UUID in canonical text form.
+// A random (version 4) UUID in canonical text form; never the same in a
+// forked child as in its parent.
 std::string make_uuid();
 // What a contender passes to a sequential create: "_c_<uuid>-lock-".
 std::string lock_node_prefix(std::string_view uuid);
 // The node's parts, or nullopt for a name that is not a lock node.
 std::optional<lock_node> parse_lock_node(std::string_view name);
 
-// The lock nodes among `children`, in the order of their sequence numbers
-// (never of their whole names); other children are ignored.
+// The lock nodes among `children` in the order the server's counter made them
+// (by sequence number, circularly from the widest gap between two of them,
+// never by whole name); other children are ignored. A total order for any
+// listing, so any garbage sorts safely.
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children);
-
-// The lock nodes this process created and has not seen go, by sequence (they
-// may be gone: a node not here is only believed gone once seen going). A
-// contender below such nodes alone needs no new listing.
-using own_nodes = std::map<std::int64_t, std::string>;
 
 // One listing of the lock's children as a queue (from lock_queue), shared by
 // every contender of the mutex it answers (so N contenders cost one listing).
 struct queue_view {
-  std::vector<lock_node> nodes;              // by sequence
-  std::vector<std::uint32_t> others_before;  // [i]: nodes before i not in own_nodes
+  std::vector<lock_node> nodes;              // in queue order
+  std::vector<std::uint32_t> others_before;  // [i]: nodes before i this process does not know
 };
-queue_view make_view(std::vector<lock_node> queue, const own_nodes& own);
+// `known(node)`: whether this process knows the node (see known_nodes.hpp).
+queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known);
 
 // What the contender whose node is `mine` does next.
 struct lock_verdict {
@@ -52,16 +65,12 @@ struct lock_verdict {
     missing,  // mine is not there (deleted, or its session is gone)
   } what = missing;
   std::string predecessor{};  // with wait: the node just before mine
-  // With wait: a node this mutex does not know lies below the predecessor, so
-  // once the predecessor is gone the queue must be listed again. Otherwise
-  // only own nodes can be left below mine: see next_own_predecessor.
+  // With wait: a node this process does not know lies below the predecessor,
+  // so once the predecessor is gone the queue must be listed again. Otherwise
+  // only known nodes can be left below mine, and the process knows which.
   bool relist_after = false;
 };
 lock_verdict decide(const queue_view& queue, const lock_node& mine);
-
-// Once mine's predecessor is gone and no other node was below it: the own node
-// just below mine that may still be there, or nullopt when mine is first.
-std::optional<std::string> next_own_predecessor(const own_nodes& own, std::int64_t mine);
 
 // The node with `uuid` in `children`, if any: how a contender finds its node
 // after a create whose reply was lost.

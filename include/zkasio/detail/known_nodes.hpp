@@ -1,0 +1,114 @@
+// known_nodes: this process's knowledge of the lock nodes its own mutexes
+// created under one lock path on one ensemble.
+//
+// Scope and lifetime: one object per (connect string, lock path) in the
+// process, shared by every mutex on that path whatever its session (a
+// process-wide table of weak references: the object lives while a mutex on
+// the path does).
+//
+// What it knows, and the rules that keep it true:
+// - An entry is added when a create's reply names the node (or the node was
+//   found by its uuid after a lost reply), with the session it belongs to.
+// - An entry is removed only when its node is known to be gone: its owner
+//   deleted it (or found it gone), a watcher saw it deleted, or its session
+//   is over (expired or closed: every ephemeral node of it is gone). So "not
+//   here" is only ever believed of a node that is gone; an entry may still be
+//   a node that is gone without this process knowing yet (an operator deleted
+//   it).
+// - Every way an acquire or a hold ends removes its entry (after its node's
+//   deletion, or once its session is over): nothing stays after its owner.
+//
+// What it is for:
+// - A contender whose listing shows only known nodes below its predecessor
+//   need not list again once the predecessor goes: it walks down the known
+//   nodes (below()), skipping those of sessions that are over without a
+//   round trip, and lists again only when a node of a session that is not
+//   connected may be below (such a session may be over without knowing it).
+// - A contender whose predecessor is a node of its own session (same session,
+//   same generation) waits for it here (wait_gone), with no watch on the
+//   server: that node's end is always seen in this process (its owner
+//   deletes it or finds it gone, or the session ends, which ends the waiter
+//   too). So a session's server watches do not grow with its waiters.
+//
+// Thread-safe: mutexes on other strands and threads share it (one std::mutex).
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zkasio/detail/completion.hpp>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/detail/session_core.hpp>
+
+namespace zkasio::detail {
+
+// The ZooKeeper session a node belongs to: a zkasio session and its
+// generation when the node was created.
+struct session_ref {
+  std::weak_ptr<const session_core> core;
+  std::uint64_t generation = 0;
+
+  bool same_as(const session_ref& other) const;
+  // False once that ZooKeeper session is over: its nodes are all gone.
+  bool alive() const;
+  // Connected in that generation: its nodes are gone only if deleted.
+  bool connected() const;
+};
+
+class known_nodes {
+ public:
+  // The object for `path` on the ensemble `hosts`.
+  static std::shared_ptr<known_nodes> of(const std::string& hosts, const std::string& path);
+
+  void add(const lock_node& node, session_ref owner);
+  // The node is gone; its local waiters are woken.
+  void gone(std::string_view name);
+
+  // A listing as a queue, with the nodes this process does not know counted.
+  queue_view view(std::vector<lock_node> queue) const;
+
+  // The known node just below `mine` that may still be there, for a walk
+  // down the queue (entries of sessions that are over are dropped on the way).
+  struct below_result {
+    enum { first, node, relist } what = first;  // relist: a session not connected is below
+    std::string name{};
+    session_ref owner{};
+  };
+  below_result below(const lock_node& mine);
+
+  // Whether `name` is known as a node of the session `owner`.
+  bool owned_by(std::string_view name, const session_ref& owner) const;
+
+  // Completes `done` on `executor` once the node `name` is gone (at once if it
+  // is not known). Cancelling `done` on `executor` withdraws the wait.
+  void wait_gone(std::string_view name, const asio::any_io_executor& executor, completion_ptr<> done);
+
+  // Entries, for tests.
+  std::size_t size() const;
+
+ private:
+  struct local_waiter {
+    completion_ptr<> done;
+    asio::any_io_executor executor;
+  };
+  struct entry {
+    std::string name;
+    session_ref owner;
+    std::vector<local_waiter> waiters;
+  };
+  using entries = std::map<sequence_number, entry>;
+
+  // With guard_ held: removes `it`, handing its waiters to `woken`.
+  void erase(entries::iterator it, std::vector<local_waiter>& woken);
+  static void wake(std::vector<local_waiter>& woken);
+
+  mutable std::mutex guard_;
+  entries entries_;
+};
+
+}  // namespace zkasio::detail

@@ -1,0 +1,134 @@
+#include <asio/post.hpp>
+#include <utility>
+#include <zkasio/detail/known_nodes.hpp>
+
+namespace zkasio::detail {
+
+bool session_ref::same_as(const session_ref& other) const {
+  return generation == other.generation && !core.owner_before(other.core) && !other.core.owner_before(core);
+}
+
+bool session_ref::alive() const {
+  auto c = core.lock();
+  if (!c || c->generation() != generation) return false;
+  auto state = c->state();
+  return state != session_state::expired && state != session_state::closed &&
+         state != session_state::auth_failed;
+}
+
+bool session_ref::connected() const {
+  auto c = core.lock();
+  return c && c->generation() == generation && c->state() == session_state::connected;
+}
+
+std::shared_ptr<known_nodes> known_nodes::of(const std::string& hosts, const std::string& path) {
+  static std::mutex table_guard;
+  static std::map<std::pair<std::string, std::string>, std::weak_ptr<known_nodes>> table;
+  std::lock_guard lock(table_guard);
+  auto& slot = table[{hosts, path}];
+  if (auto known = slot.lock()) return known;
+  std::erase_if(table, [](auto& item) { return item.second.expired(); });
+  auto known = std::make_shared<known_nodes>();
+  table[{hosts, path}] = known;
+  return known;
+}
+
+void known_nodes::add(const lock_node& node, session_ref owner) {
+  std::vector<local_waiter> woken;
+  {
+    std::lock_guard lock(guard_);
+    // The same sequence under another name is of an earlier incarnation of
+    // the parent (a container removed once empty): that node is gone.
+    if (auto it = entries_.find(node.sequence); it != entries_.end()) erase(it, woken);
+    entries_.emplace(node.sequence, entry{node.name, std::move(owner), {}});
+  }
+  wake(woken);
+}
+
+void known_nodes::gone(std::string_view name) {
+  auto node = parse_lock_node(name);
+  if (!node) return;
+  std::vector<local_waiter> woken;
+  {
+    std::lock_guard lock(guard_);
+    if (auto it = entries_.find(node->sequence); it != entries_.end() && it->second.name == name)
+      erase(it, woken);
+  }
+  wake(woken);
+}
+
+queue_view known_nodes::view(std::vector<lock_node> queue) const {
+  std::lock_guard lock(guard_);
+  return make_view(std::move(queue), [this](const lock_node& node) {
+    auto it = entries_.find(node.sequence);
+    return it != entries_.end() && it->second.name == node.name;
+  });
+}
+
+known_nodes::below_result known_nodes::below(const lock_node& mine) {
+  std::vector<local_waiter> woken;
+  below_result result;
+  {
+    std::lock_guard lock(guard_);
+    while (!entries_.empty()) {
+      // Circularly just below mine: the counter may have wrapped between them.
+      auto it = entries_.lower_bound(mine.sequence);
+      if (it == entries_.begin()) it = entries_.end();
+      --it;
+      if (!sequence_before(it->first, mine.sequence)) break;
+      if (!it->second.owner.alive()) {
+        erase(it, woken);  // gone with its session
+        continue;
+      }
+      result.what = it->second.owner.connected() ? below_result::node : below_result::relist;
+      result.name = it->second.name;
+      result.owner = it->second.owner;
+      break;
+    }
+  }
+  wake(woken);
+  return result;
+}
+
+bool known_nodes::owned_by(std::string_view name, const session_ref& owner) const {
+  auto node = parse_lock_node(name);
+  if (!node) return false;
+  std::lock_guard lock(guard_);
+  auto it = entries_.find(node->sequence);
+  return it != entries_.end() && it->second.name == name && it->second.owner.same_as(owner);
+}
+
+void known_nodes::wait_gone(std::string_view name, const asio::any_io_executor& executor,
+                            completion_ptr<> done) {
+  auto node = parse_lock_node(name);
+  {
+    std::lock_guard lock(guard_);
+    auto it = node ? entries_.find(node->sequence) : entries_.end();
+    if (it != entries_.end() && it->second.name == name) {
+      it->second.waiters.push_back({done, executor});
+      done->on_cancel = [this, sequence = node->sequence, raw = done.get()] {
+        std::lock_guard lock(guard_);
+        if (auto found = entries_.find(sequence); found != entries_.end())
+          std::erase_if(found->second.waiters, [raw](auto& w) { return w.done.get() == raw; });
+      };
+      return;
+    }
+  }
+  asio::post(executor, [done] { done->complete({}); });
+}
+
+std::size_t known_nodes::size() const {
+  std::lock_guard lock(guard_);
+  return entries_.size();
+}
+
+void known_nodes::erase(entries::iterator it, std::vector<local_waiter>& woken) {
+  for (auto& w : it->second.waiters) woken.push_back(std::move(w));
+  entries_.erase(it);
+}
+
+void known_nodes::wake(std::vector<local_waiter>& woken) {
+  for (auto& w : woken) asio::post(w.executor, [done = std::move(w.done)] { done->complete({}); });
+}
+
+}  // namespace zkasio::detail

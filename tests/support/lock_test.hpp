@@ -1,0 +1,57 @@
+// What the lock tests share: the lock nodes the server has under a path, and
+// a bounded wait for their number.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/session.hpp>
+
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+namespace zkasio::test {
+
+// A private server with a proxy in front of it (clients given
+// proxy.address() can be cut off, stalled or fed lost replies) and an
+// io_context: what the tests of faults share.
+struct proxied_server {
+  zk_servers servers;
+  tcp_proxy proxy{servers.host(1)};
+  asio::io_context io;
+};
+
+// The lock nodes under `path`, as the server has them, in queue order.
+inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, const std::string& path) {
+  using asio::experimental::as_tuple;
+  auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
+  std::vector<std::string> nodes;
+  for (auto& n : zkasio::detail::lock_queue(kids.names)) nodes.push_back(n.name);
+  co_return nodes;
+}
+
+// Waits (at most `limit`) until `path` has exactly `count` lock nodes.
+inline asio::awaitable<bool> settles_at(session& s, const std::string& path, std::size_t count,
+                                        std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  using namespace asio::experimental::awaitable_operators;
+  using asio::experimental::as_tuple;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
+    if (zkasio::detail::lock_queue(kids.names).size() == count) co_return true;
+    if (std::chrono::steady_clock::now() > deadline) co_return false;
+    asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+    co_await (s.async_wait_children_changed(path, kids.stat.cversion, as_tuple(asio::use_awaitable)) ||
+              timer.async_wait(as_tuple(asio::use_awaitable)));
+  }
+}
+
+}  // namespace zkasio::test

@@ -1,0 +1,408 @@
+// The lock's guarantees where a review found holes, each forced in the
+// interleaving that broke it: a grant without a node, a lost signal that was
+// missed, reentry on a lost hold, nodes and knowledge left behind, releases
+// whose reply was lost, late lost signals.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zookeeper/proto.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <thread>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/mutex.hpp>
+
+#include "support/async.hpp"
+#include "support/lock_test.hpp"
+#include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+
+namespace {
+
+// An acquire started with a callback: what it completed with, once it has.
+struct acquire_outcome {
+  explicit acquire_outcome(asio::io_context& io) : done(io.get_executor()) {}
+  std::optional<std::error_code> ec;
+  lock held;
+  test_event done;
+  auto handler() {
+    return [this](std::error_code e, lock l) {
+      ec = e;
+      held = std::move(l);
+      done.count();
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a waiter whose node an operator deleted is never granted: it fails with lock_lost, the next is granted") {
+  // X waits behind W in the same mutex (one session), or in another session.
+  for (bool x_elsewhere : {false, true}) {
+    CAPTURE(x_elsewhere);
+    asio::io_context io;
+    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+    session operator_session(io, test_options(shared_hosts()));
+    auto path = unique_path("safety-deleted-waiter");
+    mutex m(s, path), m_other(other, path);
+    run(io, [&]() -> awaitable<void> {
+      auto a = co_await m.async_acquire(use_awaitable);
+      acquire_outcome w(io), x(io);
+      m.async_acquire(w.handler());
+      CHECK(co_await settles_at(operator_session, path, 2));
+      (x_elsewhere ? m_other : m).async_acquire(x.handler());
+      CHECK(co_await settles_at(operator_session, path, 3));
+      auto queue = co_await lock_nodes(operator_session, path);
+      REQUIRE(queue.size() == 3);
+      co_await operator_session.async_remove(path + "/" + queue[1], use_awaitable);  // W's node
+      CHECK(co_await settles_at(operator_session, path, 2));
+      co_await a.async_release(use_awaitable);
+      REQUIRE(co_await w.done.wait(10s));
+      CHECK(*w.ec == error::lock_lost);
+      CHECK_FALSE(w.held.held());
+      REQUIRE(co_await x.done.wait(10s));
+      CHECK(!*x.ec);
+      CHECK(x.held.held());
+      CHECK(x.held.node() == path + "/" + queue[2]);
+      co_await x.held.async_release(use_awaitable);
+      CHECK(co_await settles_at(operator_session, path, 0));
+    }());
+  }
+}
+
+TEST_CASE_FIXTURE(proxied_server, "with_lock: a lock lost as it was granted never runs its body to the end") {
+  // The grant and the loss come in one batch: a release seen by the waiter,
+  // then the connection lost at once (on_suspend: the lock may be lost). The
+  // body must not start, or must be aborted at its first wait.
+  session s(io, test_options(proxy.address(), 10s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/granted-lost", {.policy = lost_policy::on_suspend});
+  bool started = false, completed = false;
+  std::optional<std::error_code> outcome;
+  test_event finished(io.get_executor()), body_started(io.get_executor());
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    // The caller on a strand of its own, as a server's connection would be.
+    asio::co_spawn(asio::make_strand(io), with_lock(m, [&]() -> awaitable<void> {
+      started = true;
+      body_started.count();
+      asio::steady_timer work(co_await asio::this_coro::executor, 300ms);
+      co_await work.async_wait(use_awaitable);
+      completed = true;
+    }), [&](std::exception_ptr e) {
+      outcome.emplace();
+      if (e) try {
+          std::rethrow_exception(e);
+        } catch (const std::system_error& failure) {
+          *outcome = failure.code();
+        }
+      finished.count();
+    });
+    CHECK(co_await settles_at(observer, "/granted-lost", 2));
+    co_await s.async_exists("/", use_awaitable);  // the waiter's requests are answered
+    proxy.hold_replies();
+    asio::co_spawn(io, first.async_release(as_tuple(use_awaitable)), asio::detached);
+    // The waiter's notification is in the proxy: delivered with the loss.
+    REQUIRE(co_await eventually([&] { return proxy.wait_held_events(1, 0ms); }, 5s));
+    proxy.refuse_connections(true);
+    proxy.pass_then_drop();
+    co_await body_started.wait(2s);
+    proxy.refuse_connections(false);
+    REQUIRE(co_await finished.wait(20s));
+    CAPTURE(started);
+    CAPTURE(*outcome);
+    // A body that ran to its end ran under a lock that was held throughout.
+    if (completed) CHECK(!*outcome);
+    if (*outcome) CHECK_FALSE(completed);
+    CHECK(co_await settles_at(observer, "/granted-lost", 0));
+  }());
+}
+
+TEST_CASE("every reentrant grant has its own lost signal, and all fire") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-reentrant-lost");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    owner me;
+    auto outer = co_await m.async_acquire(me, use_awaitable);
+    auto inner = co_await m.async_acquire(me, use_awaitable);
+    test_event both(io.get_executor(), 2);
+    outer.lost_slot().assign([&](asio::cancellation_type) { both.count(); });
+    inner.lost_slot().assign([&](asio::cancellation_type) { both.count(); });
+    co_await other.async_remove(outer.node(), use_awaitable);
+    CHECK(co_await both.wait(5s));
+    CHECK(both.counted() == 2);
+    CHECK(outer.lost());
+    CHECK(inner.lost());
+  }());
+}
+
+TEST_CASE("reentry on a lost hold fails with lock_lost at once instead of queueing behind itself") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-reentry-lost");
+  mutex m(s, path), m_other(other, path);
+  run(io, [&]() -> awaitable<void> {
+    owner me;
+    auto held = co_await m.async_acquire(me, use_awaitable);
+    test_event lost(io.get_executor());
+    held.lost_slot().assign([&](asio::cancellation_type) { lost.count(); });
+    // Revoked: lost, but the node is still there until released.
+    co_await m_other.async_revoke(held.node().substr(path.size() + 1), use_awaitable);
+    REQUIRE(co_await lost.wait(5s));
+    asio::steady_timer limit(io, 5s);
+    auto again = co_await (m.async_acquire(me, as_tuple(use_awaitable)) ||
+                           limit.async_wait(as_tuple(use_awaitable)));
+    REQUIRE(again.index() == 0);
+    CHECK(std::get<0>(std::get<0>(again)) == error::lock_lost);
+    CHECK((co_await lock_nodes(s, path)).size() == 1);
+    co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(co_await settles_at(s, path, 0));
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a grant costs a few round trips, however many waiters of an expired session went before") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  // Two sessions on one connect string (one process's knowledge of the path's
+  // nodes): the first expires with its waiters, the second waits behind them.
+  session doomed(io, test_options(proxy.address(), 1s));
+  session s(io, test_options(proxy.address(), 30s));
+  mutex m_holder(holder, "/stale"), m_doomed(doomed, "/stale"), m(s, "/stale");
+  constexpr int doomed_waiters = 100;
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    co_await s.async_connect(use_awaitable);
+    std::vector<std::unique_ptr<acquire_outcome>> waiters;
+    for (int i = 0; i < doomed_waiters; ++i) {
+      waiters.push_back(std::make_unique<acquire_outcome>(io));
+      m_doomed.async_acquire(waiters.back()->handler());
+    }
+    CHECK(co_await settles_at(holder, "/stale", doomed_waiters + 1));
+    // Both proxied sessions are cut off; the short one expires, the long one lives.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    CHECK(co_await settles_at(holder, "/stale", 1));
+    proxy.refuse_connections(false);
+    for (auto& w : waiters) {
+      REQUIRE(co_await w->done.wait(20s));
+      CHECK(*w->ec == error::session_expired);
+    }
+    co_await doomed.async_close(use_awaitable);  // its heartbeats would count below
+    co_await s.async_connect(use_awaitable);
+    acquire_outcome last(io);
+    m.async_acquire(last.handler());
+    CHECK(co_await settles_at(holder, "/stale", 2));
+    co_await s.async_exists("/", use_awaitable);
+    auto before = proxy.requests_forwarded();
+    co_await held.async_release(use_awaitable);
+    REQUIRE(co_await last.done.wait(20s));
+    CHECK(!*last.ec);
+    auto round_trips = proxy.requests_forwarded() - before;
+    CAPTURE(round_trips);
+    CHECK(round_trips <= 5);
+    co_await last.held.async_release(use_awaitable);
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "try_acquire cancelled while its delete waits for a connection: the node still goes") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  session s(io, test_options(proxy.address(), 10s));
+  mutex m_holder(holder, "/try"), m(s, "/try");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    co_await s.async_connect(use_awaitable);
+    // The delete of the busy attempt never reaches the server; no reconnection.
+    proxy.refuse_connections(true);
+    proxy.arm_cut(tcp_proxy::cut::lose_request, ZOO_DELETE_OP);
+    asio::cancellation_signal cancel;
+    acquire_outcome attempt(io);
+    m.async_try_acquire(asio::bind_cancellation_slot(cancel.slot(), attempt.handler()));
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await attempt.done.wait(5s));
+    CHECK(*attempt.ec == asio::error::operation_aborted);
+    proxy.refuse_connections(false);
+    // Reconnected, the same session deletes the node in the background.
+    CHECK(co_await settles_at(holder, "/try", 1));
+    co_await held.async_release(use_awaitable);
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a release whose delete was applied but whose reply was lost is a release, not a loss") {
+  session s(io, test_options(proxy.address(), 10s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/release-lost-reply");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    proxy.drop_after_next_request(ZOO_DELETE_OP);
+    auto [ec] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(proxy.wait_cut(1s));
+    CHECK(!ec);
+    CHECK((co_await lock_nodes(observer, "/release-lost-reply")).empty());
+    // with_lock after a body that succeeded: no exception.
+    int value = co_await with_lock(m, [&]() -> awaitable<int> {
+      proxy.drop_after_next_request(ZOO_DELETE_OP);
+      co_return 7;
+    });
+    CHECK(value == 7);
+    CHECK(proxy.wait_cut(1s));
+    CHECK(co_await settles_at(observer, "/release-lost-reply", 0));
+  }());
+}
+
+TEST_CASE("held() and lost() may be read from any thread while the lock is lost") {
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-observers");
+  mutex m(s, path);
+  auto held = m.async_acquire(asio::use_future).get();
+  auto removed = other.async_remove(held.node(), asio::use_future);
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool lost = false;
+  while (!lost && std::chrono::steady_clock::now() < deadline) lost = held.lost() && held.held();
+  CHECK(lost);
+  removed.get();
+  held.async_release(asio::use_future).wait();
+  work.reset();
+  s.async_close(asio::use_future).get();
+  other.async_close(asio::use_future).get();
+  runner.join();
+}
+
+TEST_CASE_FIXTURE(proxied_server, "the lost signal is not late after a reconnection whose handshake answer was slow") {
+  // The server sees the session when it handles the handshake; if the answer
+  // reaches the client late and the connection drops at once, the deadline
+  // still counts from the handshake.
+  session s(io, test_options(proxy.address(), 4s));
+  constexpr auto margin = 300ms;
+  mutex m(s, "/slow-handshake", {.policy = lost_policy::before_expiry, .safety_margin = margin});
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto timeout = s.negotiated_timeout();
+    test_event lost(io.get_executor());
+    std::chrono::steady_clock::time_point fired_at;
+    held.lost_slot().assign([&](asio::cancellation_type) {
+      fired_at = std::chrono::steady_clock::now();
+      lost.count();
+    });
+    proxy.hold_replies();
+    proxy.drop_now();
+    std::optional<std::chrono::steady_clock::time_point> handshake_at;
+    REQUIRE(co_await eventually([&] { return (handshake_at = proxy.wait_handshakes(2, 0ms)).has_value(); }, 5s));
+    asio::steady_timer slow_answer(io, 1500ms);
+    co_await slow_answer.async_wait(use_awaitable);
+    proxy.refuse_connections(true);
+    proxy.pass_then_drop();
+    REQUIRE(co_await lost.wait(10s));
+    auto latest = *handshake_at + timeout - margin;
+    CHECK(fired_at <= latest + 200ms);
+    CHECK(fired_at < *handshake_at + timeout);
+    proxy.refuse_connections(false);
+    co_await held.async_release(as_tuple(use_awaitable));
+  }());
+}
+
+TEST_CASE("uuids differ in a forked child: a child never takes its parent's node for its own") {
+  auto parent_uuid = zkasio::detail::make_uuid();  // the generator is seeded before the fork
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto uuid = zkasio::detail::make_uuid();
+    [[maybe_unused]] auto written = write(pipe_fds[1], uuid.data(), uuid.size());
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  auto mine = zkasio::detail::make_uuid();
+  std::string theirs(36, '\0');
+  auto got = read(pipe_fds[0], theirs.data(), theirs.size());
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(got == 36);
+  CHECK(mine != theirs);
+  CHECK(parent_uuid != mine);
+}
+
+namespace {
+// Waits (from a thread that runs no io_context) until `holds()`; false after `timeout`.
+template <class Predicate>
+bool poll_until(Predicate holds, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a multi-threaded io_context leave no node behind") {
+  // Whichever session a create lands in, the attempt's node is deleted if its
+  // owner is the live session (and goes by itself with an expired one).
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { io.run(); });
+  session s(io, test_options(proxy.address(), 1s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/expiring");
+  std::atomic<bool> stop{false};
+  std::atomic<int> grants{0}, running{0};
+  auto contender = [&](int seed) -> awaitable<void> {
+    ++running;
+    for (int i = 0; !stop; ++i) {
+      auto [ec, held] = co_await m.async_acquire_for(std::chrono::milliseconds(20 + (seed * 37 + i * 11) % 200),
+                                                     as_tuple(use_awaitable));
+      if (ec) continue;
+      ++grants;
+      co_await held.async_release(as_tuple(use_awaitable));
+    }
+    --running;
+  };
+  for (int i = 0; i < 20; ++i) asio::co_spawn(io, contender(i), asio::detached);
+  for (int round = 0; round < 4; ++round) {
+    auto before = grants.load();
+    CHECK(poll_until([&] { return grants >= before + 50; }, 20s));
+    // Cut off past the session timeout: the server expires the session; once
+    // let through again, the client learns it and starts a new one.
+    auto generation = s.generation();
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    std::this_thread::sleep_for(s.negotiated_timeout() * 3 / 2);
+    proxy.refuse_connections(false);
+    CHECK(poll_until([&] { return s.generation() != generation; }, 20s));
+  }
+  stop = true;
+  CHECK(poll_until([&] { return running == 0; }, 30s));
+  CHECK(grants > 0);
+  // The session lives on: every attempt's node must have been deleted.
+  auto empty = asio::co_spawn(io, settles_at(observer, "/expiring", 0), asio::use_future);
+  CHECK(empty.get());
+  s.async_close(asio::use_future).get();
+  observer.async_close(asio::use_future).get();
+  work.reset();
+  for (auto& t : threads) t.join();
+}

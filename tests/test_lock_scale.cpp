@@ -1,0 +1,82 @@
+// Many waiters in one session ride through a connection loss and a server
+// restart: a session's server watches must not grow with its waiters (the C
+// client sends all of them again in one SetWatches request on reconnection,
+// and the server refuses one larger than jute.maxbuffer).
+#include <doctest/doctest.h>
+
+#include <asio/io_context.hpp>
+#include <memory>
+#include <vector>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/mutex.hpp>
+
+#include "support/async.hpp"
+#include "support/lock_test.hpp"
+#include "support/session_test.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using asio::awaitable;
+using asio::use_awaitable;
+
+namespace {
+
+// `waiters` acquires on each of `locks` mutexes of one session queue behind a
+// holder per lock; the server restarts; then every lock is released and each
+// waiter, granted in node order, releases at once.
+void queue_restart_drain(int locks, int waiters) {
+  zk_servers servers;
+  asio::io_context io;
+  session s(io, test_options(servers.hosts(), 30s));
+  session observer(io, test_options(servers.hosts(), 30s));
+  std::vector<std::unique_ptr<mutex>> mutexes;
+  std::vector<std::vector<std::int64_t>> granted(static_cast<std::size_t>(locks));
+  std::vector<lock> holders;
+  int failures = 0, grants = 0;
+  for (int i = 0; i < locks; ++i)
+    mutexes.push_back(std::make_unique<mutex>(s, "/scale/lock-" + std::to_string(i)));
+  run(io, [&]() -> awaitable<void> {
+    for (auto& m : mutexes) holders.push_back(co_await m->async_acquire(use_awaitable));
+    for (int i = 0; i < locks; ++i)
+      for (int w = 0; w < waiters; ++w)
+        mutexes[static_cast<std::size_t>(i)]->async_acquire([&, i](std::error_code ec, lock l) {
+          if (ec) {
+            ++failures;
+            return;
+          }
+          ++grants;
+          auto name = l.node().substr(l.node().rfind('/') + 1);
+          granted[static_cast<std::size_t>(i)].push_back(zkasio::detail::parse_lock_node(name)->sequence);
+          l.async_release([](std::error_code) {});
+        });
+    for (auto& m : mutexes)
+      REQUIRE(co_await settles_at(observer, m->path(), static_cast<std::size_t>(waiters) + 1, 120s));
+  }(), 300s);
+  servers.restart();
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    co_await observer.async_connect(use_awaitable);
+    for (auto& held : holders) co_await held.async_release(use_awaitable);
+  }(), 60s);
+  REQUIRE(run_until(io, [&] { return grants + failures == locks * waiters; }, 300s));
+  CHECK(failures == 0);
+  for (auto& order : granted) {
+    CHECK(order.size() == static_cast<std::size_t>(waiters));
+    CHECK(std::is_sorted(order.begin(), order.end()));
+  }
+  run(io, [&]() -> awaitable<void> {
+    for (auto& m : mutexes) CHECK(co_await settles_at(observer, m->path(), 0, 60s));
+  }(), 120s);
+}
+
+}  // namespace
+
+TEST_CASE("20,000 waiters of one session on one lock ride through a server restart, then are served in order") {
+  queue_restart_drain(1, 20'000);
+}
+
+TEST_CASE("100,000 waiters of one session over 1,000 locks ride through a server restart, then are served in order") {
+  queue_restart_drain(1'000, 100);
+}
