@@ -251,35 +251,33 @@ awaitable<loss> watch_node(std::shared_ptr<hold> h) {
   }
 }
 
-// Watches the holder's session: over, or disconnected long enough for the
-// policy to say the lock may be lost.
+// Watches the holder's session: over; disconnected, under on_suspend; or not
+// confirmed by the ensemble's leader for so long that the server could expire
+// it a safety margin from now (session::last_contact: connected or not, since
+// a follower that lost its leader goes on answering for a while).
 awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation) {
   auto& s = *h->mutex->s;
+  auto& options = h->mutex->options;
+  asio::steady_timer deadline(co_await asio::this_coro::executor);
   auto state = s.state();
   for (;;) {
     if (s.generation() != generation || state == session_state::expired ||
         state == session_state::closed || state == session_state::auth_failed)
       co_return loss::session_over;
-    if (state == session_state::suspended) {
-      if (h->mutex->options.policy == lost_policy::on_suspend) co_return loss::may_be_lost;
-      // The server cannot expire the session before its last sight of it
-      // plus the timeout: fire a margin before that.
-      asio::steady_timer expiry(co_await asio::this_coro::executor,
-                                s.last_contact() + s.negotiated_timeout() -
-                                    h->mutex->options.safety_margin);
-      auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
-                              expiry.async_wait(as_tuple(use_awaitable)));
-      if (change.index() == 1) {
-        if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return loss::none;
-        co_return loss::may_be_lost;
-      }
-      auto [ec, next] = std::get<0>(change);
-      if (ec == asio::error::operation_aborted) co_return loss::none;
-      if (ec) co_return loss::session_over;
-      state = next;
-      continue;
+    if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
+      co_return loss::may_be_lost;
+    // The server cannot expire the session before its last sight of it plus
+    // the timeout: fire a margin before that.
+    auto latest = s.last_contact() + s.negotiated_timeout() - options.safety_margin;
+    if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
+    deadline.expires_at(latest);
+    auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
+                            deadline.async_wait(as_tuple(use_awaitable)));
+    if (change.index() == 1) {
+      if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return loss::none;
+      continue;  // last_contact may have moved meanwhile: look again
     }
-    auto [ec, next] = co_await s.async_wait_state_change(state, as_tuple(use_awaitable));
+    auto [ec, next] = std::get<0>(change);
     if (ec == asio::error::operation_aborted) co_return loss::none;
     if (ec) co_return loss::session_over;
     state = next;

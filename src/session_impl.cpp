@@ -224,6 +224,13 @@ std::error_code session_impl::translate(int rc) const {
   }
 }
 
+// last_contact is what the lost-lock policy counts on: the server that can
+// expire the session (the ensemble's leader; a standalone server is its own)
+// touched it at `submitted` or later. A follower answers reads and pings by
+// itself for up to syncLimit x tickTime after it lost its leader, so only
+// answers that went through the leader count. The leader learns of a
+// follower's sessions from the follower's answers to its pings (every
+// tickTime / 2), so its sight may lag this by up to that: the README says so.
 void session_impl::note_answer(int rc, clock::time_point submitted) {
   if (unanswered(rc)) return;
   auto at = submitted.time_since_epoch().count();
@@ -242,12 +249,13 @@ void session_impl::start_heartbeat() {
     auto self = weak.lock();
     if (ec || !self || !self->connected()) return;
     if (!self->heartbeat_in_flight_ && clock::now() - self->last_contact() >= period) {
-      // The cheapest request there is; its answer moves last_contact.
+      // A sync: the cheapest request that goes through the leader; its answer
+      // moves last_contact (a read would be answered by a follower alone).
       c_client_scope scope(&self->options_);
       auto r = std::make_unique<request<>>(request<>{self.get(), nullptr});
-      int rc = zoo_aexists(
-          self->zh_, "/", 0,
-          [](int rc, const Stat*, const void* context) {
+      int rc = zoo_async(
+          self->zh_, "/",
+          [](int rc, const char*, const void* context) {
             take_back<request<>>(context, rc)->session->heartbeat_in_flight_ = false;
           },
           r.get());
@@ -386,7 +394,7 @@ void session_impl::add_auth(std::string scheme, std::string credentials, complet
   if (refused(done, scheme.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
     return;
   c_client_scope scope(&options_);
-  submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
+  submit(std::make_unique<request<>>(request<>{this, done, clock::now(), false}), [&](auto* r) {
     return zoo_add_auth(
         zh_, scheme.c_str(), credentials.data(), static_cast<int>(credentials.size()),
         [](int rc, const void* context) {
@@ -543,6 +551,7 @@ void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
   using req = read_request<Result, Send>;
   auto r = std::make_unique<req>();
   r->session = s;
+  r->through_leader = false;
   r->done = std::move(done);
   r->path = std::move(path);
   r->deadline = deadline;
@@ -638,7 +647,7 @@ void session_impl::close(completion_ptr<> done) {
     self->finish_close();
   });
   c_client_scope scope(&options_);
-  auto r = std::make_unique<request<>>(request<>{this, nullptr});
+  auto r = std::make_unique<request<>>(request<>{this, nullptr, clock::now(), false});
   int rc = zoo_aexists(
       zh_, "/", 0,
       [](int rc, const Stat*, const void* context) {

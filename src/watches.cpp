@@ -22,6 +22,7 @@ struct watch_request {
   session_impl* session;
   session_impl::watch_point* point;
   session_core::clock::time_point submitted = session_core::clock::now();
+  bool through_leader = false;  // a read: see request (requests.hpp)
 };
 
 ZooWatcherType c_watch_type(session_impl::watch_kind kind) {

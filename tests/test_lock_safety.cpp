@@ -406,3 +406,45 @@ TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a mu
   work.reset();
   for (auto& t : threads) t.join();
 }
+
+TEST_CASE("a follower that lost its quorum answers on, but the lost signal is not late") {
+  // Connected to a follower; the leader and the other follower stop. The
+  // follower answers reads and pings by itself until it notices (syncLimit x
+  // tickTime, 2 s here), while the leader's sight of the session ends now.
+  zk_servers servers({.servers = 3});
+  int leader = 0, follower = 0, other = 0;
+  for (int i = 1; i <= servers.count(); ++i) {
+    auto mode = four_letter_word(servers.host(i), "srvr");
+    if (mode.find("Mode: leader") != std::string::npos) leader = i;
+    else if (!follower) follower = i;
+    else other = i;
+  }
+  REQUIRE(leader);
+  REQUIRE(other);
+  asio::io_context io;
+  session s(io, test_options(servers.host(follower), 4s));
+  constexpr auto margin = 300ms, leader_ping = 100ms;  // tickTime 200 ms: the leader pings every 100 ms
+  mutex m(s, "/quorum", {.policy = lost_policy::before_expiry, .safety_margin = margin});
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto timeout = s.negotiated_timeout();
+    test_event lost(io.get_executor());
+    std::chrono::steady_clock::time_point fired_at;
+    held.lost_slot().assign([&](asio::cancellation_type) {
+      fired_at = std::chrono::steady_clock::now();
+      lost.count();
+    });
+    servers.pause(leader);
+    servers.pause(other);
+    auto paused_at = std::chrono::steady_clock::now();  // the leader saw the session last before this
+    auto told = co_await lost.wait(timeout * 2);
+    servers.resume(leader);
+    servers.resume(other);
+    REQUIRE(told);
+    MESSAGE("lost signal " << std::chrono::duration_cast<std::chrono::milliseconds>(fired_at - paused_at).count()
+                           << " ms after the quorum went; session timeout " << timeout.count() << " ms");
+    CHECK(fired_at <= paused_at + timeout - margin + leader_ping + 200ms);
+    asio::steady_timer limit(io, 20s);
+    co_await (held.async_release(as_tuple(use_awaitable)) || limit.async_wait(as_tuple(use_awaitable)));
+  }(), 60s);
+}

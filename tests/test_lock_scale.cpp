@@ -36,7 +36,7 @@ void queue_restart_drain(int locks, int waiters) {
   std::vector<lock> holders;
   int failures = 0, grants = 0;
   for (int i = 0; i < locks; ++i)
-    mutexes.push_back(std::make_unique<mutex>(s, "/scale/lock-" + std::to_string(i)));
+    mutexes.push_back(std::make_unique<mutex>(s, "/scale-waiters-of-one-session/lock-" + std::to_string(i)));
   run(io, [&]() -> awaitable<void> {
     for (auto& m : mutexes) holders.push_back(co_await m->async_acquire(use_awaitable));
     for (int i = 0; i < locks; ++i)

@@ -13,7 +13,14 @@
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_future.hpp>
+#include <algorithm>
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
 #include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <zkasio/session.hpp>
 
 #include "support/async.hpp"
@@ -352,4 +359,47 @@ TEST_CASE("nothing is printed by default; a log sink receives the C client's lin
   unlink(name);
   CHECK(size == 0);
   CHECK(!lines.empty());  // the same events, logged where asked
+}
+
+TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads") {
+  // What zkasio::mutex relies on (see send_create in src/mutex.cpp): a create
+  // submitted, then a listing posted to the same strand and submitted from
+  // there: the create's handler runs first, and the listing shows the node.
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+  session s(io, test_options(shared_hosts()));
+  s.async_connect(asio::use_future).get();
+  auto path = unique_path("order");
+  s.async_create(path, "", asio::use_future).get();
+  auto strand = asio::make_strand(io);
+  constexpr int rounds = 300;
+  std::mutex guard;
+  std::vector<std::string> names(rounds);
+  int out_of_order = 0, unseen = 0, finished = 0;
+  std::promise<void> all_done;
+  for (int i = 0; i < rounds; ++i) {
+    asio::post(strand, [&, i] {
+      s.async_create(path + "/n-", "", create_options(create_mode::ephemeral_sequential),
+                     asio::bind_executor(strand, [&, i](std::error_code, created made) {
+                       std::lock_guard lock(guard);
+                       names[i] = made.path.substr(path.size() + 1);
+                     }));
+      asio::post(strand, [&, i] {
+        s.async_get_children(path, asio::bind_executor(strand, [&, i](std::error_code, children kids) {
+          std::lock_guard lock(guard);
+          if (names[i].empty()) ++out_of_order;
+          else if (std::find(kids.names.begin(), kids.names.end(), names[i]) == kids.names.end()) ++unseen;
+          if (++finished == rounds) all_done.set_value();
+        }));
+      });
+    });
+  }
+  REQUIRE(all_done.get_future().wait_for(60s) == std::future_status::ready);
+  CHECK(out_of_order == 0);
+  CHECK(unseen == 0);
+  s.async_close(asio::use_future).get();
+  work.reset();
+  for (auto& t : threads) t.join();
 }

@@ -58,8 +58,11 @@ class owner {
   std::uint64_t id_;
 };
 
-// When a holder is told (by its lock's lost signal) that the lock may be lost
-// while the session is disconnected.
+// When a holder is told (by its lock's lost signal) that the lock may be
+// lost while the session is disconnected. Under both, the signal fires at the
+// latest at last contact + negotiated timeout - safety margin (see
+// session::last_contact), connected or not: a follower cut off from its
+// leader goes on answering for a while.
 enum class lost_policy {
   on_suspend,     // at once (as Curator's docs advise)
   before_expiry,  // at the last moment the server could not yet have expired the
@@ -68,7 +71,9 @@ enum class lost_policy {
 
 struct mutex_options {
   lost_policy policy = lost_policy::before_expiry;
-  // For before_expiry: how long before the earliest possible expiry to fire.
+  // How long before the earliest possible expiry to fire. On an ensemble,
+  // make it at least the servers' tickTime / 2 (the leader's sight of a
+  // session held through a follower may lag by that).
   std::chrono::milliseconds safety_margin{200};
   // Written into the lock node, shown by contenders (e.g. "host:pid").
   std::string data = {};

@@ -84,9 +84,13 @@ class session {
   std::chrono::milliseconds negotiated_timeout() const noexcept {
     return core_->negotiated_timeout();
   }
-  // A safe lower bound of the server's last sight of this session: the submit
-  // time of the latest request that was answered (the session keeps a
-  // heartbeat in flight every third of the timeout when idle).
+  // A lower bound of the last sight of this session by the server that can
+  // expire it (the ensemble's leader): the handshake of the current
+  // connection, or the submit time of the latest answered request that went
+  // through the leader (writes and sync; a follower answers reads alone). The
+  // session keeps a sync in flight every third of the timeout without one.
+  // Through a follower the leader's sight may lag by one of its pings to the
+  // follower (tickTime / 2).
   std::chrono::steady_clock::time_point last_contact() const noexcept {
     return core_->last_contact();
   }
@@ -265,7 +269,9 @@ class session {
   using core = detail::session_core;
 
   // One operation: make its completion from the handler, then submit it on the
-  // strand. The initiation holds the core weakly: with use_awaitable it lives
+  // strand. Requests are sent in the order they reach the strand, the server
+  // answers a session's requests in order and the C client completes them in
+  // that order (zkasio::mutex relies on it: see send_create in mutex.cpp). The initiation holds the core weakly: with use_awaitable it lives
   // in the awaiting frame, which the pending operation (owned by the core) holds.
   template <class... Values, class Submit, class Token>
   auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {
