@@ -301,12 +301,8 @@ TEST_CASE_FIXTURE(proxied_server, "the lost signal is not late after a reconnect
   run(io, [&]() -> awaitable<void> {
     auto held = co_await m.async_acquire(use_awaitable);
     auto timeout = s.negotiated_timeout();
-    test_event lost(io.get_executor());
-    std::chrono::steady_clock::time_point fired_at;
-    held.lost_slot().assign([&](asio::cancellation_type) {
-      fired_at = std::chrono::steady_clock::now();
-      lost.count();
-    });
+    lost_signal_log lost(io);
+    lost.watch(held);
     proxy.hold_replies();
     proxy.drop_now();
     std::optional<std::chrono::steady_clock::time_point> handshake_at;
@@ -315,10 +311,10 @@ TEST_CASE_FIXTURE(proxied_server, "the lost signal is not late after a reconnect
     co_await slow_answer.async_wait(use_awaitable);
     proxy.refuse_connections(true);
     proxy.pass_then_drop();
-    REQUIRE(co_await lost.wait(10s));
+    REQUIRE(co_await lost.fired.wait(10s));
     auto latest = *handshake_at + timeout - margin;
-    CHECK(fired_at <= latest + 200ms);
-    CHECK(fired_at < *handshake_at + timeout);
+    CHECK(lost.at <= latest + 200ms);
+    CHECK(lost.at < *handshake_at + timeout);
     proxy.refuse_connections(false);
     co_await held.async_release(as_tuple(use_awaitable));
   }());
@@ -428,22 +424,18 @@ TEST_CASE("a follower that lost its quorum answers on, but the lost signal is no
   run(io, [&]() -> awaitable<void> {
     auto held = co_await m.async_acquire(use_awaitable);
     auto timeout = s.negotiated_timeout();
-    test_event lost(io.get_executor());
-    std::chrono::steady_clock::time_point fired_at;
-    held.lost_slot().assign([&](asio::cancellation_type) {
-      fired_at = std::chrono::steady_clock::now();
-      lost.count();
-    });
+    lost_signal_log lost(io);
+    lost.watch(held);
     servers.pause(leader);
     servers.pause(other);
     auto paused_at = std::chrono::steady_clock::now();  // the leader saw the session last before this
-    auto told = co_await lost.wait(timeout * 2);
+    auto told = co_await lost.fired.wait(timeout * 2);
     servers.resume(leader);
     servers.resume(other);
     REQUIRE(told);
-    MESSAGE("lost signal " << std::chrono::duration_cast<std::chrono::milliseconds>(fired_at - paused_at).count()
+    MESSAGE("lost signal " << std::chrono::duration_cast<std::chrono::milliseconds>(lost.at - paused_at).count()
                            << " ms after the quorum went; session timeout " << timeout.count() << " ms");
-    CHECK(fired_at <= paused_at + timeout - margin + leader_ping + 200ms);
+    CHECK(lost.at <= paused_at + timeout - margin + leader_ping + 200ms);
     asio::steady_timer limit(io, 20s);
     co_await (held.async_release(as_tuple(use_awaitable)) || limit.async_wait(as_tuple(use_awaitable)));
   }(), 60s);

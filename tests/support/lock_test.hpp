@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/mutex.hpp>
 #include <zkasio/session.hpp>
 
+#include "support/async.hpp"
 #include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
@@ -27,6 +29,19 @@ struct proxied_server {
   zk_servers servers;
   tcp_proxy proxy{servers.host(1)};
   asio::io_context io;
+};
+
+// When a lock's lost signal fired: `fired` happens then, `at` says when.
+struct lost_signal_log {
+  explicit lost_signal_log(asio::io_context& io) : fired(io.get_executor()) {}
+  void watch(lock& held) {
+    held.lost_slot().assign([this](asio::cancellation_type) {
+      at = std::chrono::steady_clock::now();
+      fired.count();
+    });
+  }
+  test_event fired;
+  std::chrono::steady_clock::time_point at{};
 };
 
 // The lock nodes under `path`, as the server has them, in queue order.
