@@ -18,6 +18,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <future>
 #include <thread>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
@@ -439,4 +440,42 @@ TEST_CASE("a follower that lost its quorum answers on, but the lost signal is no
     asio::steady_timer limit(io, 20s);
     co_await (held.async_release(as_tuple(use_awaitable)) || limit.async_wait(as_tuple(use_awaitable)));
   }(), 60s);
+}
+
+TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body, and says lock_lost") {
+  // The caller, the lock's strand and the C client's strand run on different
+  // threads: binding the lost signal must not race its emission.
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-with-lock-threads");
+  mutex m(s, path);
+  constexpr int rounds = 30;
+  int lost = 0, completed = 0;
+  auto caller = [&]() -> awaitable<void> {
+    for (int i = 0; i < rounds; ++i) {
+      try {
+        co_await with_lock(m, [&]() -> awaitable<void> {
+          auto nodes = co_await lock_nodes(other, path);
+          co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
+          asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+          co_await forever.async_wait(use_awaitable);
+          ++completed;
+        });
+      } catch (const std::system_error& e) {
+        if (e.code() == error::lock_lost) ++lost;
+      }
+    }
+  };
+  auto done = asio::co_spawn(asio::make_strand(io), caller(), asio::use_future);
+  REQUIRE(done.wait_for(120s) == std::future_status::ready);
+  done.get();
+  CHECK(lost == rounds);
+  CHECK(completed == 0);
+  s.async_close(asio::use_future).get();
+  other.async_close(asio::use_future).get();
+  work.reset();
+  for (auto& t : threads) t.join();
 }

@@ -45,7 +45,7 @@ struct lost_signal_log {
 };
 
 // The lock nodes under `path`, as the server has them, in queue order.
-inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, const std::string& path) {
+inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, std::string path) {
   using asio::experimental::as_tuple;
   auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
   std::vector<std::string> nodes;
@@ -53,8 +53,9 @@ inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, const st
   co_return nodes;
 }
 
-// Waits (at most `limit`) until `path` has exactly `count` lock nodes.
-inline asio::awaitable<bool> settles_at(session& s, const std::string& path, std::size_t count,
+// Waits (at most `limit`) until `path` has exactly `count` lock nodes. (Parameters
+// by value: a coroutine may outlive its caller's temporaries.)
+inline asio::awaitable<bool> settles_at(session& s, std::string path, std::size_t count,
                                         std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   using namespace asio::experimental::awaitable_operators;
   using asio::experimental::as_tuple;
