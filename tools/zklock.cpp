@@ -8,8 +8,8 @@
 // 124 the timeout passed before the grant; 125 zklock's own failure; 126 the
 // command cannot be run; 127 not found; 123 the lock was lost (or may have
 // been, under the policy) while the command ran: the command's process group
-// got SIGTERM, then SIGKILL, timed so that it is gone before the server could
-// expire the session.
+// got SIGTERM, then SIGKILL, timed from the session timeout the server
+// granted so that it is gone before the server could expire the session.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -127,11 +127,8 @@ class runner {
   int run() {
     asio::io_context io(1);
     zkasio::session s(io, {.hosts = o_.hosts, .session_timeout = o_.session_timeout});
-    // The command must be gone before the server can expire the session: the
-    // lost signal fires a third of the timeout early, SIGKILL follows halfway.
-    zkasio::mutex m(s, o_.path, {.policy = o_.policy, .safety_margin = o_.session_timeout / 3, .data = o_.owner});
     int status = failure_status;
-    asio::co_spawn(io, main_task(io, s, m), [&](std::exception_ptr e, int result) {
+    asio::co_spawn(io, main_task(io, s), [&](std::exception_ptr e, int result) {
       status = e ? failure_status : result;
       io.stop();
     });
@@ -144,7 +141,7 @@ class runner {
     if (o_.verbose) std::cerr << "zklock: " << what << std::endl;
   }
 
-  awaitable<int> main_task(asio::io_context& io, zkasio::session& s, zkasio::mutex& m) {
+  awaitable<int> main_task(asio::io_context& io, zkasio::session& s) {
     auto start = clock_type::now();
     asio::signal_set stop_signals(io, SIGTERM, SIGINT, SIGHUP);
     std::optional<clock_type::time_point> deadline;
@@ -164,6 +161,14 @@ class runner {
       std::cerr << "zklock: ZooKeeper unreachable at " << o_.hosts << '\n';
       co_return failure_status;
     }
+    // Every margin follows the timeout the server granted, which may be
+    // shorter than the one asked for.
+    timeout_ = s.negotiated_timeout() > std::chrono::milliseconds::zero() ? s.negotiated_timeout()
+                                                                          : o_.session_timeout;
+    say("connected, session timeout " + std::to_string(timeout_.count()) + " ms");
+    // The command must be gone before the server can expire the session: the
+    // lost signal fires a third of the timeout early, SIGKILL follows halfway.
+    zkasio::mutex m(s, o_.path, {.policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner});
 
     say("acquiring " + o_.path);
     std::error_code ec;
@@ -190,7 +195,7 @@ class runner {
 
     int status = co_await run_command(io, held, stop_signals);
     // Bounded: with the server gone, the session (and the node) ends anyway.
-    asio::steady_timer limit(io, o_.session_timeout);
+    asio::steady_timer limit(io, timeout_);
     auto released = co_await (held.async_release(as_tuple(use_awaitable)) ||
                               limit.async_wait(as_tuple(use_awaitable)));
     if (released.index() == 0 && !std::get<0>(std::get<0>(released))) say("released");
@@ -255,7 +260,7 @@ class runner {
             lock_lost = true;
             say("the lock may be lost: stopping the command");
             ::kill(-child, SIGTERM);
-            kill_at = clock_type::now() + o_.session_timeout / 6;
+            kill_at = clock_type::now() + timeout_ / 6;
           }
           lost.expires_at(clock_type::time_point::max());
           break;
@@ -275,6 +280,7 @@ class runner {
   }
 
   options o_;
+  std::chrono::milliseconds timeout_{};  // the negotiated session timeout
 };
 
 }  // namespace
