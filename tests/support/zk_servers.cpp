@@ -137,6 +137,7 @@ zk_servers::zk_servers(server_options options) {
   dir_ = pattern;
   run({"start", "--servers", std::to_string(options.servers), "--force-sync",
        options.force_sync ? "yes" : "no", "--tick-time", std::to_string(options.tick_time_ms),
+       "--max-session-timeout", std::to_string(options.max_session_timeout_ms),
        "--owner-pid", std::to_string(getpid())});
   running_ = true;
   hosts_ = trim(read_file(dir_ + "/hosts"));

@@ -12,6 +12,7 @@ struct server_options {
   int servers = 1;          // 1 (standalone) or 3 (an ensemble on loopback)
   bool force_sync = false;  // tests need no durability; the bench uses the default (yes)
   int tick_time_ms = 200;   // sessions expire in tick buckets: small ticks, fast expiry tests
+  int max_session_timeout_ms = 60000;  // the server clamps every session's timeout to this
 };
 
 // Private servers owned by one test: started by the constructor, stopped by the
