@@ -78,5 +78,11 @@ TEST_CASE("20,000 waiters of one session on one lock ride through a server resta
 }
 
 TEST_CASE("100,000 waiters of one session over 1,000 locks ride through a server restart, then are served in order") {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer's shadow of 100,000 waiters passes 20 GB: under it, the
+  // same shape at a tenth of the size (the full size runs in the other stages).
+  queue_restart_drain(100, 100);
+#else
   queue_restart_drain(1'000, 100);
+#endif
 }
