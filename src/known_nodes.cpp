@@ -12,8 +12,7 @@ bool session_ref::alive() const {
   auto c = core.lock();
   if (!c || c->generation() != generation) return false;
   auto state = c->state();
-  return state != session_state::expired && state != session_state::closed &&
-         state != session_state::auth_failed;
+  return state != session_state::expired && state != session_state::auth_failed;
 }
 
 bool session_ref::connected() const {
@@ -53,6 +52,26 @@ void known_nodes::gone(std::string_view name) {
     std::lock_guard lock(guard_);
     if (auto it = entries_.find(node->sequence); it != entries_.end() && it->second.name == name)
       erase(it, woken);
+  }
+  wake(woken);
+}
+
+void known_nodes::session_ended(const session_ref& owner, bool nodes_gone) {
+  std::vector<local_waiter> woken;
+  {
+    std::lock_guard lock(guard_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      if (it->second.owner.same_as(owner)) {
+        if (nodes_gone) {
+          erase(it, woken);
+        } else {
+          for (auto& w : it->second.waiters) woken.push_back(std::move(w));
+          it->second.waiters.clear();
+        }
+      }
+      it = next;
+    }
   }
   wake(woken);
 }

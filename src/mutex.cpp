@@ -39,10 +39,10 @@ lock_strand make_lock_strand(const asio::any_io_executor& executor) {
 }
 
 struct mutex_state {
-  mutex_state(session& s, std::string path, mutex_options options)
-      : s(&s), path(std::move(path)), options(std::move(options)), strand(make_lock_strand(s.get_executor())),
-        known(known_nodes::of(s.hosts(), this->path)) {}
-  session* s;
+  mutex_state(session& owner, std::string path, mutex_options options)
+      : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)),
+        strand(make_lock_strand(s.get_executor())), known(known_nodes::of(s.hosts(), this->path)) {}
+  session s;  // a view: what outlives the user's session object gets session_closed
   std::string path;
   mutex_options options;
   lock_strand strand;
@@ -52,7 +52,7 @@ struct mutex_state {
 
   std::string full(std::string_view name) const { return path + "/" + std::string(name); }
   session_ref session_in(std::uint64_t generation) const {
-    return {session_access::core(*s), generation};
+    return {session_access::core(s), generation};
   }
 };
 
@@ -98,11 +98,18 @@ bool session_gone(std::error_code ec) {
 
 // Why a holder may no longer hold.
 enum class loss {
-  none,          // the monitor was stopped (released)
-  node_gone,     // the node was deleted: known gone
-  session_over,  // the session expired or closed: the node is gone with it
-  may_be_lost,   // revoked, or disconnected under the policy: the node may still be there
+  none,            // the monitor was stopped (released)
+  node_gone,       // the node was deleted: known gone
+  session_over,    // the session expired (or its authentication failed): its nodes are gone
+  session_closed,  // closed by its owner: its nodes go at once, or (closed while
+                   // disconnected) when the server expires it
+  may_be_lost,     // revoked, or the policy's deadline: the node may still be there
 };
+
+loss loss_of(std::error_code ec) {
+  if (ec == error::session_closed) return loss::session_closed;
+  return session_gone(ec) ? loss::session_over : loss::may_be_lost;
+}
 
 void lose(hold& h, loss why) {
   if (why == loss::none || h.released) return;
@@ -155,7 +162,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
     // Posted: the creates of every contender that runs before it go out first.
     asio::post(m->strand, [m, round] {
       m->next_listing.reset();
-      m->s->async_get_children(
+      m->s.async_get_children(
           m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
             round->ec = ec;
             if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names)));
@@ -177,24 +184,35 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // first attempt took effect.
 awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::string name,
                                        std::int64_t owner_id) {
-  auto& s = *m->s;
+  auto& s = m->s;
   for (bool retry = false;; retry = true) {
     if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
       m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
     auto [ec] = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
-    if (!ec || ec == error::no_node || session_gone(ec)) m->known->gone(name);
+    // (Closed while disconnected, a session's nodes live until it expires.)
+    if (!ec || ec == error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
     if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
     if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
     auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
     if (connect_ec) {
-      m->known->gone(name);
+      if (loss_of(connect_ec) == loss::session_over) m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
   }
 }
+
+// A create's outcome, filled in by its completion. Shared: a cancelled
+// acquire may be gone before the reply comes.
+struct create_reply {
+  bool done = false;
+  bool abandoned = false;  // its acquire ended first: the node is not adopted (its cleanup deletes it)
+  std::error_code ec;
+  lock_node node;
+  node_stat stat;
+};
 
 // What an acquire knows of its node.
 struct attempt {
@@ -204,6 +222,7 @@ struct attempt {
   bool gone = false;             // the node is known to be gone
   lock_node node;                // once known
   node_stat stat;                // its ephemeral_owner tells whose it is
+  std::shared_ptr<create_reply> reply{};  // of the latest create
 };
 
 // After a failed or cancelled acquire: deletes the attempt's node if its
@@ -213,11 +232,17 @@ struct attempt {
 // of an earlier session of this one went with it, and a node of another
 // process never carries our uuid (and is never taken for ours if it did).
 awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, attempt a) {
-  auto& s = *m->s;
+  auto& s = m->s;
   while (a.node.name.empty()) {
     auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
     if (connect_ec) co_return connect_ec;  // the session is over: so is the node
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    // The create's reply, if it came, came before this listing's.
+    if (auto& reply = *a.reply; reply.done && !reply.ec) {
+      a.node = reply.node;
+      a.stat = reply.stat;
+      break;
+    }
     if (ec == condition::retryable) continue;
     if (ec) co_return ec;
     auto found = find_by_uuid(kids.names, a.uuid);
@@ -234,43 +259,51 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, a
 
 // Watches the holder's node: deleted, or revoked (Curator's protocol).
 awaitable<loss> watch_node(std::shared_ptr<hold> h) {
-  auto& s = *h->mutex->s;
+  auto& s = h->mutex->s;
   auto version = h->version;
   for (;;) {
     auto [ec, event] = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
     if (ec == asio::error::operation_aborted) co_return loss::none;
-    if (session_gone(ec)) co_return loss::session_over;
-    if (ec) co_return loss::may_be_lost;
+    if (ec) co_return loss_of(ec);
     if (event == event_type::deleted) co_return loss::node_gone;
     auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
     if (read_ec == asio::error::operation_aborted) co_return loss::none;
     if (read_ec == error::no_node) co_return loss::node_gone;
-    if (session_gone(read_ec)) co_return loss::session_over;
-    if (read_ec || data.data == revoke_message) co_return loss::may_be_lost;
+    if (read_ec || data.data == revoke_message) co_return loss_of(read_ec);
     version = data.stat.version;
   }
 }
 
-// Watches the holder's session: over; disconnected, under on_suspend; or not
-// confirmed by the ensemble's leader for so long that the server could expire
-// it a safety margin from now (session::last_contact: connected or not, since
-// a follower that lost its leader goes on answering for a while).
-awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation) {
-  auto& s = *h->mutex->s;
+// The holder's node is gone: deleted, or its session over.
+awaitable<loss> node_gone(std::shared_ptr<hold> h) {
+  auto [ec] = co_await h->mutex->s.async_wait_deleted(h->node, as_tuple(use_awaitable));
+  if (ec == asio::error::operation_aborted) co_return loss::none;
+  co_return ec ? loss_of(ec) : loss::node_gone;
+}
+
+// Watches the holder's session: over, or closed; with `deadlines`, also
+// disconnected under on_suspend, or not confirmed by the ensemble's leader
+// for so long that the server could expire it a safety margin from now
+// (session::last_contact: connected or not, since a follower that lost its
+// leader goes on answering for a while).
+awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation, bool deadlines) {
+  auto& s = h->mutex->s;
   auto& options = h->mutex->options;
-  asio::steady_timer deadline(co_await asio::this_coro::executor);
+  asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
   auto state = s.state();
   for (;;) {
-    if (s.generation() != generation || state == session_state::expired ||
-        state == session_state::closed || state == session_state::auth_failed)
+    if (s.generation() != generation || state == session_state::expired || state == session_state::auth_failed)
       co_return loss::session_over;
-    if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
-      co_return loss::may_be_lost;
-    // The server cannot expire the session before its last sight of it plus
-    // the timeout: fire a margin before that.
-    auto latest = s.last_contact() + s.negotiated_timeout() - options.safety_margin;
-    if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
-    deadline.expires_at(latest);
+    if (state == session_state::closed) co_return loss::session_closed;
+    if (deadlines) {
+      if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
+        co_return loss::may_be_lost;
+      // The server cannot expire the session before its last sight of it
+      // plus the timeout: fire a margin before that.
+      auto latest = s.last_contact() + s.negotiated_timeout() - options.safety_margin;
+      if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
+      deadline.expires_at(latest);
+    }
     auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
                             deadline.async_wait(as_tuple(use_awaitable)));
     if (change.index() == 1) {
@@ -279,20 +312,29 @@ awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation)
     }
     auto [ec, next] = std::get<0>(change);
     if (ec == asio::error::operation_aborted) co_return loss::none;
-    if (ec) co_return loss::session_over;
+    if (ec) co_return loss_of(ec);
     state = next;
   }
 }
 
-// Watches what can take the lock away, until released.
+loss either(std::variant<loss, loss> why) {
+  return std::visit([](loss l) { return l; }, why);
+}
+
+// Watches what can take the lock away, until released: once the lock may be
+// lost (its node possibly still there), until its node is known gone, so
+// that the waiters behind it learn that (see known_nodes).
+awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
+  auto why = either(co_await (watch_node(h) || watch_session(h, generation, true)));
+  lose(*h, why);
+  if (why == loss::may_be_lost) lose(*h, either(co_await (node_gone(h) || watch_session(h, generation, false))));
+}
+
 void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
   // The handler keeps the hold (and so its signals) alive until the monitor
   // has let go of the slot.
-  asio::co_spawn(h->mutex->strand, watch_node(h) || watch_session(h, generation),
-                 asio::bind_cancellation_slot(h->stop_monitor.slot(),
-                                              [h](std::exception_ptr, std::variant<loss, loss> why) {
-                                                lose(*h, std::visit([](loss l) { return l; }, why));
-                                              }));
+  asio::co_spawn(h->mutex->strand, monitor(h, generation),
+                 asio::bind_cancellation_slot(h->stop_monitor.slot(), [h](std::exception_ptr) {}));
 }
 
 // A new lock object sharing `h`.
@@ -318,14 +360,6 @@ awaitable<std::error_code> create_parents(session& s, const std::string& path) {
 
 using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 
-// A create's outcome, filled in by its completion. Shared: a cancelled
-// acquire may be gone before the reply comes.
-struct create_reply {
-  bool done = false;
-  std::error_code ec;
-  lock_node node;
-  node_stat stat;
-};
 
 // Sends the create of `a`'s node. Its completion adopts the node (known_nodes)
 // before the completion of any listing sent after it runs, so that listing's
@@ -338,10 +372,10 @@ struct create_reply {
 // mutex's strand, which runs what is posted to it in order. test_session's
 // "completions of one session run in the order of its requests" breaks if
 // any of these changes.
-std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, const attempt& a) {
-  auto reply = std::make_shared<create_reply>();
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, attempt& a) {
+  auto reply = a.reply = std::make_shared<create_reply>();
   const create_options mode(create_mode::ephemeral_sequential);
-  m->s->async_create(m->full(lock_node_prefix(a.uuid)), m->options.data, mode,
+  m->s.async_create(m->full(lock_node_prefix(a.uuid)), m->options.data, mode,
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation)](
                                                         std::error_code ec, created made) {
                        reply->done = true;
@@ -351,7 +385,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
                        reply->stat = made.stat;
                        if (auto node = parse_lock_node(name)) {
                          reply->node = std::move(*node);
-                         m->known->add(reply->node, owner);
+                         if (!reply->abandoned) m->known->add(reply->node, owner);
                        } else {  // the server named it as no server does: delete it by name
                          reply->node.name = std::string(name);
                          reply->ec = make_error_code(error::system_error);
@@ -365,10 +399,11 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
 // went with an earlier session): create again.
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
 awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m, attempt& a) {
-  auto& s = *m->s;
+  auto& s = m->s;
   auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
   if (connect_ec) co_return listing(connect_ec, nullptr);
   auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+  if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
   if (list_ec) co_return listing(list_ec, nullptr);
   auto found = find_by_uuid(kids.names, a.uuid);
   if (!found) co_return std::nullopt;
@@ -385,7 +420,7 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m,
 // Creates this attempt's node and lists the queue in one round trip; after a
 // lost create reply finds the node by its uuid (and only in this session).
 awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
-  auto& s = *m->s;
+  auto& s = m->s;
   for (int parents_made = 0;;) {
     a.generation = s.generation();
     a.submitted = true;
@@ -402,7 +437,9 @@ awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
       if (std::get<0>(listed)) listed = co_await fresh_listing(m);
       co_return listed;
     }
-    if (create_ec == error::no_node && parents_made++ == 0) {
+    // No parent: create it (as a container, which the server may remove again
+    // once empty, so more than once, but not for ever).
+    if (create_ec == error::no_node && parents_made++ < 3) {
       if (auto ec = co_await create_parents(s, m->path)) co_return listing(ec, nullptr);
       continue;
     }
@@ -424,7 +461,7 @@ awaitable<std::error_code> wait_gone(std::shared_ptr<mutex_state> m, const attem
         token);
     co_return ec;
   }
-  auto [ec] = co_await m->s->async_wait_deleted(m->full(name), as_tuple(use_awaitable));
+  auto [ec] = co_await m->s.async_wait_deleted(m->full(name), as_tuple(use_awaitable));
   if (!ec) m->known->gone(name);
   co_return ec;
 }
@@ -440,7 +477,7 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_sta
                                                        std::string predecessor, bool relist_after) {
   for (;;) {
     auto ec = co_await wait_gone(m, a, predecessor);
-    if (!ec && m->s->generation() != a.generation) ec = make_error_code(error::session_expired);
+    if (!ec && m->s.generation() != a.generation) ec = make_error_code(error::session_expired);
     if (ec) co_return std::make_tuple(ec, turn::relist);
     if (relist_after) co_return std::make_tuple(std::error_code{}, turn::relist);
     // Only known nodes were below: which of them may still be there is known.
@@ -454,7 +491,7 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_sta
 // Whether mine is still there (an operator may have deleted it while it
 // waited): a grant needs its node.
 awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<mutex_state> m, const attempt& a) {
-  auto [ec, st] = co_await m->s->async_exists(m->full(a.node.name), as_tuple(use_awaitable));
+  auto [ec, st] = co_await m->s.async_exists(m->full(a.node.name), as_tuple(use_awaitable));
   co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner);
 }
 
@@ -462,7 +499,7 @@ awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<mutex_s
 awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_state> m,
                                                       std::optional<owner> who, bool try_once,
                                                       attempt& a) {
-  auto& s = *m->s;
+  auto& s = m->s;
   if (s.state() != session_state::connected)
     if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec)
       co_return std::make_tuple(ec, lock{});
@@ -518,12 +555,32 @@ awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<mute
                                                             attempt& a,
                                                             std::chrono::steady_clock::time_point deadline) {
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  auto raced = co_await (queue_up(std::move(m), who, try_once, a) || timer.async_wait(use_awaitable));
+  // The timer never throws: cancelled, both branches would fail, and `||`
+  // would throw neither's exception but multiple_exceptions.
+  auto raced = co_await (queue_up(std::move(m), who, try_once, a) || timer.async_wait(as_tuple(use_awaitable)));
   if (raced.index() == 0) co_return std::move(std::get<0>(raced));
-  co_return std::make_tuple(make_error_code(error::lock_timeout), lock{});
+  auto [timer_ec] = std::get<1>(raced);
+  co_return std::make_tuple(timer_ec ? std::error_code(asio::error::operation_aborted) : make_error_code(error::lock_timeout), lock{});
 }
 
 std::atomic<std::uint64_t> next_owner_id{1};
+
+// Tells known_nodes when this mutex's session ends (see known_nodes.hpp),
+// for as long as the mutex lives: one pending state wait per mutex.
+void report_session_end(std::weak_ptr<mutex_state> weak, session_state known, std::uint64_t generation) {
+  auto m = weak.lock();
+  if (!m) return;
+  m->s.async_wait_state_change(
+      known, asio::bind_executor(m->strand, [weak, generation](std::error_code ec, session_state state) {
+        auto m = weak.lock();
+        if (!m) return;
+        bool expired = m->s.generation() != generation || state == session_state::expired ||
+                       state == session_state::auth_failed;
+        if (expired || state == session_state::closed || ec)
+          m->known->session_ended(m->session_in(generation), expired);
+        if (!ec) report_session_end(weak, state, m->s.generation());
+      }));
+}
 
 }  // namespace
 }  // namespace detail
@@ -597,7 +654,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
     co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
   auto& hold = *grant->held;
   ops.insert(ops.begin(), op::check{hold.node, any_version});
-  auto [ec, results] = co_await hold.mutex->s->async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
+  auto [ec, results] = co_await hold.mutex->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
   // The check failed: the node is gone, so the lock was lost.
   if (ec == error::no_node && !results.empty() && results.front().error == error::no_node)
     ec = make_error_code(error::lock_lost);
@@ -612,6 +669,7 @@ mutex::mutex(session& s, std::string_view path, mutex_options options)
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
     throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
+  detail::report_session_end(state_, s.state(), s.generation());
 }
 
 mutex::~mutex() = default;
@@ -626,7 +684,14 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
   // Partial cancellation too, from now on; a cancellation that came before
   // this coroutine ran is in the state that the reset replaces.
   auto early = (co_await asio::this_coro::cancellation_state).cancelled();
-  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+  // What it waits for sees any cancellation as terminal: the acquire has no
+  // effect left after one (its node goes), and the deadline's `||` passes
+  // only terminal cancellation on (a partial one would be dropped there, and
+  // with it every later one).
+  co_await asio::this_coro::reset_cancellation_state(
+      asio::enable_partial_cancellation(), [](asio::cancellation_type type) {
+        return type != asio::cancellation_type::none ? asio::cancellation_type::terminal : type;
+      });
   if (early != asio::cancellation_type::none)
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
   if (who) {
@@ -647,6 +712,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
     std::get<0>(result) = e.code();
   }
   auto& [ec, granted] = result;
+  if (ec && a.reply && !a.reply->done) a.reply->abandoned = true;
   if (ec && a.submitted) {
     // Nothing may be left behind: the attempt's node goes, wherever the
     // failure or cancellation struck, in the background (cancellation is
@@ -666,7 +732,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
 asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> mutex::contenders_coroutine(
     std::shared_ptr<detail::mutex_state> state) {
   using namespace detail;
-  auto& s = *state->s;
+  auto& s = state->s;
   auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
   std::vector<contender> queue;
   if (ec) co_return std::make_tuple(ec == error::no_node ? std::error_code{} : ec, std::move(queue));
@@ -683,7 +749,7 @@ asio::awaitable<std::tuple<std::error_code>> mutex::revoke_coroutine(
     std::shared_ptr<detail::mutex_state> state, std::string node) {
   using namespace detail;
   if (!parse_lock_node(node)) co_return std::make_tuple(make_error_code(error::not_held));
-  auto [ec, st] = co_await state->s->async_set_data(state->full(node), revoke_message,
+  auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));
   if (ec == error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);

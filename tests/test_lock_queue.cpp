@@ -256,9 +256,15 @@ TEST_CASE("known nodes: a walk down the nodes below mine, skipping those of sess
   CHECK_FALSE(known.owned_by(n2.name, ref_of(other_core)));
   known.gone(n2.name);
   CHECK(known.below(me).what == known_nodes::below_result::first);
-  // Closed: over too.
+  // Closed: its nodes may live on (closed while disconnected, until the
+  // server expires it): a waiter below them lists again; they stay known.
   mine_core->set(session_state::closed);
-  CHECK(known.below(parsed(node(uuid_b, "0000000010"))).what == known_nodes::below_result::first);
+  CHECK(known.below(parsed(node(uuid_b, "0000000010"))).what == known_nodes::below_result::relist);
+  CHECK(known.size() == 1);
+  known.session_ended(ref_of(mine_core), false);
+  CHECK(known.size() == 1);
+  // Expired: its nodes are gone.
+  known.session_ended(ref_of(mine_core), true);
   CHECK(known.size() == 0);
 }
 
@@ -304,5 +310,15 @@ TEST_CASE("known nodes: waiting for a node to go, and withdrawing the wait") {
   CHECK(results[2] == asio::error::operation_aborted);
   known.gone(n2.name);  // the withdrawn wait is not completed twice
   io.poll();
+  io.restart();
   CHECK(results.size() == 3);
+
+  // The session ends: every local wait on its nodes ends with it.
+  auto n3 = parsed(node(uuid_c, "0000000003"));
+  known.add(n3, ref_of(core));
+  known.wait_gone(n3.name, executor, completion(waiter));
+  known.session_ended(ref_of(core), false);
+  io.poll();
+  CHECK(results.size() == 4);
+  CHECK(known.size() == 1);  // closed, not expired: the node may still be there
 }

@@ -479,3 +479,191 @@ TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body,
   work.reset();
   for (auto& t : threads) t.join();
 }
+
+// What a review found in the waits between nodes of one session, the
+// session's lifetime and cancellation (each failed before its fix).
+
+TEST_CASE("a holder lost but kept, its node then deleted: the waiter behind it is granted") {
+  // Revoked: the lock may be lost, the node stays; the holder's monitor goes
+  // on watching the node, so a waiter of its session, waiting in the process,
+  // learns when an operator deletes it.
+  for (bool same_session : {true, false}) {
+    CAPTURE(same_session);
+    asio::io_context io;
+    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+    session operator_session(io, test_options(shared_hosts()));
+    auto path = unique_path("safety-revoked-kept");
+    mutex m(s, path), m_other(other, path);
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      acquire_outcome w(io);
+      (same_session ? m : m_other).async_acquire(w.handler());
+      CHECK(co_await settles_at(operator_session, path, 2));
+      lost_signal_log lost(io);
+      lost.watch(held);
+      co_await m_other.async_revoke(held.node().substr(path.size() + 1), use_awaitable);
+      REQUIRE(co_await lost.fired.wait(5s));
+      co_await operator_session.async_remove(held.node(), use_awaitable);
+      REQUIRE(co_await w.done.wait(5s));
+      CHECK(!*w.ec);
+      co_await w.held.async_release(use_awaitable);
+      co_await held.async_release(as_tuple(use_awaitable));
+      CHECK(co_await settles_at(operator_session, path, 0));
+    }(), 60s);
+  }
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a holder lost but kept across its session's expiry: the waiter of that session fails at once") {
+  for (auto policy : {lost_policy::on_suspend, lost_policy::before_expiry}) {
+    CAPTURE(static_cast<int>(policy));
+    session s(io, test_options(proxy.address(), 1s));
+    session observer(io, test_options(servers.hosts(), 10s));
+    mutex m(s, "/kept", {.policy = policy, .safety_margin = 200ms});
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      acquire_outcome w(io);
+      m.async_acquire(w.handler());
+      CHECK(co_await settles_at(observer, "/kept", 2));
+      lost_signal_log lost(io);
+      lost.watch(held);
+      proxy.refuse_connections(true);
+      proxy.drop_now();
+      REQUIRE(co_await lost.fired.wait(5s));
+      CHECK(co_await settles_at(observer, "/kept", 0));  // the server expired the session
+      proxy.refuse_connections(false);
+      REQUIRE(co_await w.done.wait(10s));  // the held lock object is still there
+      CHECK(*w.ec == error::session_expired);
+      co_await held.async_release(as_tuple(use_awaitable));
+      co_await s.async_close(use_awaitable);
+    }(), 60s);
+  }
+}
+
+TEST_CASE_FIXTURE(proxied_server, "an acquire cancelled before its create's reply, its cleanup cut by expiry: the waiter behind ends") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  session s(io, test_options(proxy.address(), 1s));
+  mutex m_holder(holder, "/abandoned"), m(s, "/abandoned");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    co_await s.async_exists("/", use_awaitable);
+    proxy.hold_replies();
+    auto before = proxy.requests_forwarded();
+    asio::cancellation_signal cancel;
+    acquire_outcome x(io), w(io);
+    m.async_acquire(asio::bind_cancellation_slot(cancel.slot(), x.handler()));
+    m.async_acquire(w.handler());
+    // The creates of X and W and their shared listing are out.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 3; }, 5s));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await x.done.wait(5s));
+    CHECK(*x.ec == asio::error::operation_aborted);
+    // X's cleanup lists the children to find its node by uuid; every reply is
+    // at the proxy; they are delivered, and the connection is gone for good.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 4; }, 5s));
+    REQUIRE(co_await eventually([&] { return proxy.frames_held() >= 4; }, 5s));
+    proxy.refuse_connections(true);
+    proxy.pass_then_drop();
+    CHECK(co_await settles_at(holder, "/abandoned", 1));  // the server expired the session
+    proxy.refuse_connections(false);
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK(*w.ec == error::session_expired);
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await settles_at(holder, "/abandoned", 0));
+  }(), 60s);
+}
+
+TEST_CASE("what outlives the session object gets session_closed: a lock, a mutex, a waiter destroyed before it") {
+  // (ASan sees a use after free if anything still points at the session.)
+  asio::io_context io;
+  session holder(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-session-gone");
+  mutex m_holder(holder, path);
+  run(io, [&]() -> awaitable<void> {
+    // A lock and its mutex go out of scope (released in the background), then the session.
+    auto s = std::make_unique<session>(io, test_options(shared_hosts()));
+    {
+      mutex m(*s, path);
+      auto l = co_await m.async_acquire(use_awaitable);
+    }
+    s.reset();
+    // A waiter whose mutex and session are destroyed while it waits.
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    s = std::make_unique<session>(io, test_options(shared_hosts()));
+    auto m = std::make_unique<mutex>(*s, path);
+    acquire_outcome w(io);
+    m->async_acquire(w.handler());
+    CHECK(co_await settles_at(holder, path, 2));
+    m.reset();
+    s.reset();
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK(*w.ec == error::session_closed);
+    CHECK(co_await settles_at(holder, path, 1));
+    co_await held.async_release(use_awaitable);
+  }(), 30s);
+}
+
+TEST_CASE("partial cancellation: the acquire ends at once, and later cancellations and deadlines still work") {
+  asio::io_context io;
+  session holder(io, test_options(shared_hosts())), s(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-partial");
+  mutex m_holder(holder, path), m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    for (bool with_deadline : {false, true}) {
+      CAPTURE(with_deadline);
+      asio::cancellation_signal cancel;
+      acquire_outcome w(io);
+      if (with_deadline) m.async_acquire_for(10s, asio::bind_cancellation_slot(cancel.slot(), w.handler()));
+      else m.async_acquire(asio::bind_cancellation_slot(cancel.slot(), w.handler()));
+      CHECK(co_await settles_at(holder, path, 2));
+      cancel.emit(asio::cancellation_type::partial);
+      REQUIRE(co_await w.done.wait(2s));
+      CHECK(*w.ec == asio::error::operation_aborted);
+      CHECK(co_await settles_at(holder, path, 1));
+    }
+    // A deadline after a partial cancellation the acquire's own waits saw.
+    acquire_outcome w(io);
+    asio::cancellation_signal cancel;
+    m.async_acquire_for(1s, asio::bind_cancellation_slot(cancel.slot(), w.handler()));
+    CHECK(co_await settles_at(holder, path, 2));
+    cancel.emit(asio::cancellation_type::partial);
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await w.done.wait(3s));
+    CHECK(*w.ec == asio::error::operation_aborted);
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await settles_at(holder, path, 0));
+  }(), 60s);
+}
+
+TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context: no race, no hang") {
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { io.run(); });
+  session s(io, test_options(shared_hosts())), holder(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-cancel-threads");
+  mutex m(s, path), m_holder(holder, path);
+  std::atomic<int> progress{-1};
+  auto task = asio::co_spawn(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    for (int i = 0; i < 400; ++i) {
+      progress = i;
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::microseconds(i * 37 % 2000));
+      auto r = co_await (m.async_acquire(as_tuple(use_awaitable)) || timer.async_wait(as_tuple(use_awaitable)));
+      if (r.index() == 0) {
+        auto [ec, l] = std::move(std::get<0>(r));
+        if (!ec) co_await l.async_release(as_tuple(use_awaitable));
+      }
+      if (i == 300) co_await held.async_release(use_awaitable);
+    }
+  }, asio::use_future);
+  bool finished = task.wait_for(120s) == std::future_status::ready;
+  CHECK_MESSAGE(finished, "stuck at iteration " << progress.load());
+  if (finished) task.get();
+  auto nodes = asio::co_spawn(io, settles_at(s, path, 0), asio::use_future);
+  CHECK(nodes.get());
+  s.async_close(asio::use_future).get();
+  holder.async_close(asio::use_future).get();
+  work.reset();
+  for (auto& t : threads) t.join();
+}

@@ -99,10 +99,6 @@ struct signature_of<std::tuple<std::error_code, Values...>> {
   using type = void(std::error_code, Values...);
 };
 
-// Runs `work` (a coroutine that reports errors in its result, never by
-// throwing) on `strand` as an asynchronous operation: the handler's
-// cancellation slot reaches the coroutine (which enables partial
-// cancellation), and the result goes to the handler's executor.
 // Completes at once (through the handler's executor) with `result`.
 template <class Result, class Token>
 auto complete_with(Result result, Token&& token) {
@@ -117,22 +113,36 @@ auto complete_with(Result result, Token&& token) {
       token, std::move(result));
 }
 
+// Runs `work` (a coroutine that reports errors in its result, never by
+// throwing) on `strand` as an asynchronous operation: the handler's
+// cancellation slot reaches the coroutine (which enables partial
+// cancellation), and the result goes to the handler's executor.
 template <class Result, class Token>
 auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
   return asio::async_initiate<Token, typename signature_of<Result>::type>(
       [](auto handler, lock_strand strand, asio::awaitable<Result> work) {
         auto slot = asio::get_associated_cancellation_slot(handler);
+        // The caller's cancellation is carried to the strand and emitted there:
+        // Asio 1.22's co_spawn would run it on the caller's thread, against
+        // the coroutine running on the strand.
+        auto cancel = std::make_shared<asio::cancellation_signal>();
+        if (slot.is_connected())
+          slot.assign([cancel, strand](asio::cancellation_type type) {
+            asio::dispatch(strand, [cancel, type] { cancel->emit(type); });
+          });
         // Keeps the handler's executor busy until the handler has run.
         auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
                                      asio::execution::outstanding_work.tracked);
+        auto cancel_slot = cancel->slot();
         asio::co_spawn(
             strand, std::move(work),
             asio::bind_cancellation_slot(
-                slot, [handler = std::move(handler), executor = std::move(executor)](
-                          std::exception_ptr e, Result result) mutable {
+                cancel_slot, [handler = std::move(handler), executor = std::move(executor),
+                              cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
                   if (e) std::get<0>(result) = make_error_code(error::system_error);
                   asio::dispatch(executor, [handler = std::move(handler),
                                             result = std::move(result)]() mutable {
+                    asio::get_associated_cancellation_slot(handler).clear();
                     std::apply(std::move(handler), std::move(result));
                   });
                 }));

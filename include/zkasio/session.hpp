@@ -44,9 +44,13 @@ template <class Token, class Optional>
 concept token_not = !std::is_convertible_v<std::decay_t<Token>, Optional>;
 
 // For zkasio's recipes: the session's engine, whose identity and generation
-// tell which ZooKeeper session a node belongs to.
+// tell which ZooKeeper session a node belongs to; and a view of the session
+// that shares its engine without owning it: what outlives the user's session
+// object (a background release, a monitor) gets session_closed from it, never
+// a dangling pointer.
 struct session_access {
   static const std::shared_ptr<session_core>& core(const session& s);
+  static session view(const session& s);
 };
 }  // namespace detail
 
@@ -267,6 +271,9 @@ class session {
  private:
   friend struct detail::session_access;
   using core = detail::session_core;
+  struct view_tag {};
+  session(view_tag, const session& owner)
+      : executor_(owner.executor_), hosts_(owner.hosts_), core_(owner.core_), owner_(false) {}
 
   // One operation: make its completion from the handler, then submit it on the
   // strand. Requests are sent in the order they reach the strand, the server
@@ -298,10 +305,12 @@ class session {
   executor_type executor_;
   std::string hosts_;
   std::shared_ptr<core> core_;
+  bool owner_ = true;  // closes the session when destroyed (a view does not)
 };
 
 inline const std::shared_ptr<detail::session_core>& detail::session_access::core(const session& s) {
   return s.core_;
 }
+inline session detail::session_access::view(const session& s) { return session(session::view_tag{}, s); }
 
 }  // namespace zkasio

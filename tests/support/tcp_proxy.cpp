@@ -190,6 +190,7 @@ struct tcp_proxy::impl {
     void on_reply(frame f) {
       if (owner.holding) {
         if (f.size() >= 8 && read_be32(f.data() + 4) == -1) owner.record_held_event();
+        ++owner.held_frames;
         held.push_back(std::move(f));
       } else {
         deliver(std::move(f));
@@ -386,6 +387,7 @@ struct tcp_proxy::impl {
   std::atomic<std::size_t> accepted{0};
   std::atomic<std::size_t> open{0};
   std::atomic<std::size_t> requests{0};
+  std::atomic<std::size_t> held_frames{0};
 
   // Shared with the test's thread: cuts and handshakes happened.
   std::mutex cut_mutex;
@@ -449,6 +451,8 @@ bool tcp_proxy::wait_held_events(std::size_t count, std::chrono::milliseconds ti
   std::unique_lock lock(impl_->cut_mutex);
   return impl_->cut_cv.wait_for(lock, timeout, [&] { return impl_->held_events >= count; });
 }
+
+std::size_t tcp_proxy::frames_held() const { return impl_->held_frames.load(); }
 
 std::size_t tcp_proxy::requests_forwarded() const { return impl_->requests.load(); }
 

@@ -59,6 +59,8 @@ class tcp_proxy {
   // Waits until `count` watch notifications (server frames with xid -1) are
   // held back (hold_replies) in all; false if `timeout` passed first.
   bool wait_held_events(std::size_t count, std::chrono::milliseconds timeout);
+  // Server frames held back (hold_replies) so far in all, delivered or not.
+  std::size_t frames_held() const;
 
   // Requests (frames with xid >= 0 after the handshake) forwarded to the server
   // over all connections: a client's round trips, pings excluded.

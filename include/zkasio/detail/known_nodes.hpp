@@ -17,6 +17,11 @@
 //   it).
 // - Every way an acquire or a hold ends removes its entry (after its node's
 //   deletion, or once its session is over): nothing stays after its owner.
+// - When a session ends (expires, or is closed), every mutex on it says so
+//   (session_ended): the local waits on its nodes end at once, whatever their
+//   owners do; an expired session's entries go (its nodes are gone), a closed
+//   one's stay until their owners end them (closed while disconnected, its
+//   nodes live until the server expires it).
 //
 // What it is for:
 // - A contender whose listing shows only known nodes below its predecessor
@@ -27,8 +32,10 @@
 // - A contender whose predecessor is a node of its own session (same session,
 //   same generation) waits for it here (wait_gone), with no watch on the
 //   server: that node's end is always seen in this process (its owner
-//   deletes it or finds it gone, or the session ends, which ends the waiter
-//   too). So a session's server watches do not grow with its waiters.
+//   deletes it or finds it gone; a holder's monitor watches its node until
+//   it is released, also after the lock may be lost; or the session ends,
+//   which ends the waiter too). So a session's server watches do not grow
+//   with its waiters.
 //
 // Thread-safe: mutexes on other strands and threads share it (one std::mutex).
 #pragma once
@@ -54,7 +61,8 @@ struct session_ref {
   std::uint64_t generation = 0;
 
   bool same_as(const session_ref& other) const;
-  // False once that ZooKeeper session is over: its nodes are all gone.
+  // False once that ZooKeeper session expired: its nodes are all gone. (A
+  // closed one's may live on: closed while disconnected, until it expires.)
   bool alive() const;
   // Connected in that generation: its nodes are gone only if deleted.
   bool connected() const;
@@ -68,6 +76,9 @@ class known_nodes {
   void add(const lock_node& node, session_ref owner);
   // The node is gone; its local waiters are woken.
   void gone(std::string_view name);
+  // The session `owner` ended (expired: `nodes_gone`, or closed): the local
+  // waits on its nodes end.
+  void session_ended(const session_ref& owner, bool nodes_gone);
 
   // A listing as a queue, with the nodes this process does not know counted.
   queue_view view(std::vector<lock_node> queue) const;
