@@ -59,25 +59,29 @@ void client_pump::detach() {
 bool client_pump::watch_socket(int fd) {
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) != 0) fd = -1;
-  if (fd == fd_ && (fd < 0 || (st.st_dev == fd_dev_ && st.st_ino == fd_ino_))) return false;
+  bool same = fd == seen_fd_ && (fd < 0 || (st.st_dev == seen_dev_ && st.st_ino == seen_ino_));
+  if (same && (fd < 0 || fd_ >= 0)) return false;  // the same socket, watched
+  seen_fd_ = fd;
+  seen_dev_ = st.st_dev;
+  seen_ino_ = st.st_ino;
   // Cancels the waits (their handlers see an old epoch) and closes our duplicate.
   std::error_code ignored;
   socket_.close(ignored);
   ++epoch_;
   read_armed_ = write_armed_ = false;
   fd_ = fd;
-  fd_dev_ = st.st_dev;
-  fd_ino_ = st.st_ino;
-  if (fd < 0) return true;
-  int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  std::error_code ec;
-  if (duplicate >= 0) socket_.assign(duplicate, ec);
-  if (duplicate < 0 || ec) {
-    // Out of descriptors: the timer keeps the client going, and the next poke tries again.
-    if (duplicate >= 0) ::close(duplicate);
-    fd_ = -1;
+  if (fd >= 0) {
+    int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    std::error_code ec;
+    if (duplicate >= 0) socket_.assign(duplicate, ec);
+    if (duplicate < 0 || ec) {
+      // Out of descriptors: the timer keeps the client going, and the next
+      // round tries again (the socket is still the one seen).
+      if (duplicate >= 0) ::close(duplicate);
+      fd_ = -1;
+    }
   }
-  return true;
+  return !same;
 }
 
 void client_pump::poke() { pump(true); }

@@ -60,9 +60,13 @@ class client_pump {
   std::function<void()> on_unrecoverable_;
   asio::posix::stream_descriptor socket_;
   asio::steady_timer timer_;
-  int fd_ = -1;       // the C client's descriptor (socket_ holds our duplicate of it)
-  dev_t fd_dev_ = 0;  // the fd number is recycled across reconnects: identify the socket by inode
-  ino_t fd_ino_ = 0;
+  int fd_ = -1;  // the C client's descriptor, watched (socket_ holds our duplicate of it)
+  // The C client's socket as last seen (watched or not yet: out of
+  // descriptors). The fd number is recycled across reconnects: identify the
+  // socket by inode.
+  int seen_fd_ = -1;
+  dev_t seen_dev_ = 0;
+  ino_t seen_ino_ = 0;
   bool checked_while_connected_ = false;  // fd_ was checked in a round that found the client connected
   std::uint64_t epoch_ = 0;  // counts socket changes; waits of an older socket are ignored
   std::chrono::steady_clock::time_point socket_seen_{};

@@ -11,8 +11,14 @@ bool session_ref::same_as(const session_ref& other) const {
 bool session_ref::alive() const {
   auto c = core.lock();
   if (!c || c->generation() != generation) return false;
+  return c->state() != session_state::expired;
+}
+
+bool session_ref::ended() const {
+  auto c = core.lock();
+  if (!c || c->generation() != generation) return true;
   auto state = c->state();
-  return state != session_state::expired && state != session_state::auth_failed;
+  return state == session_state::expired || state == session_state::closed || state == session_state::auth_failed;
 }
 
 bool session_ref::connected() const {
@@ -123,7 +129,8 @@ void known_nodes::wait_gone(std::string_view name, const asio::any_io_executor& 
   {
     std::lock_guard lock(guard_);
     auto it = node ? entries_.find(node->sequence) : entries_.end();
-    if (it != entries_.end() && it->second.name == name) {
+    // (A session that ended has no more waits to end: session_ended was said.)
+    if (it != entries_.end() && it->second.name == name && !it->second.owner.ended()) {
       it->second.waiters.push_back({done, executor});
       done->on_cancel = [this, sequence = node->sequence, raw = done.get()] {
         std::lock_guard lock(guard_);

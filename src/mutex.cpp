@@ -2,6 +2,7 @@
 
 #include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
@@ -49,6 +50,12 @@ struct mutex_state {
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
+  // Withdraws report_session_end's wait (emitted on the strand).
+  std::shared_ptr<asio::cancellation_signal> stop_reporting = std::make_shared<asio::cancellation_signal>();
+
+  ~mutex_state() {
+    asio::dispatch(strand, [stop = stop_reporting] { stop->emit(asio::cancellation_type::terminal); });
+  }
 
   std::string full(std::string_view name) const { return path + "/" + std::string(name); }
   session_ref session_in(std::uint64_t generation) const {
@@ -84,9 +91,13 @@ struct hold {
 };
 
 // One lock object's share of a hold: its own lost signal.
+// Its share of the hold is given back when released, or else when it is
+// destroyed (a lock object dropped, or an async_release never started).
 struct grant {
   std::shared_ptr<hold> held;
   asio::cancellation_signal lost_signal;
+  bool given_back = false;  // on the strand
+  ~grant();
 };
 
 namespace {
@@ -107,16 +118,20 @@ enum class loss {
 };
 
 loss loss_of(std::error_code ec) {
-  if (ec == error::session_closed) return loss::session_closed;
-  return session_gone(ec) ? loss::session_over : loss::may_be_lost;
+  // (A session whose authentication failed lives on the server until it expires.)
+  if (ec == error::session_closed || ec == error::auth_failed) return loss::session_closed;
+  return ec == error::session_expired ? loss::session_over : loss::may_be_lost;
 }
 
 void lose(hold& h, loss why) {
   if (why == loss::none || h.released) return;
   if (why == loss::node_gone || why == loss::session_over) h.mutex->known->gone(h.name);
   if (h.lost.exchange(true)) return;
+  // A handler may release its own grant (and so edit the list) as it runs.
+  std::vector<std::shared_ptr<grant>> grants;
   for (auto& weak : h.grant_list)
-    if (auto g = weak.lock()) g->lost_signal.emit(asio::cancellation_type::terminal);
+    if (auto g = weak.lock()) grants.push_back(std::move(g));
+  for (auto& g : grants) g->lost_signal.emit(asio::cancellation_type::terminal);
 }
 
 // Runs `work` on `strand` to its end whatever happens to whoever waits for it
@@ -236,6 +251,8 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, a
   while (a.node.name.empty()) {
     auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
     if (connect_ec) co_return connect_ec;  // the session is over: so is the node
+    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));  // as in find_lost_node
+    if (sync_ec == condition::retryable) continue;
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
     // The create's reply, if it came, came before this listing's.
     if (auto& reply = *a.reply; reply.done && !reply.ec) {
@@ -292,9 +309,8 @@ awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation,
   asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
   auto state = s.state();
   for (;;) {
-    if (s.generation() != generation || state == session_state::expired || state == session_state::auth_failed)
-      co_return loss::session_over;
-    if (state == session_state::closed) co_return loss::session_closed;
+    if (s.generation() != generation || state == session_state::expired) co_return loss::session_over;
+    if (state == session_state::closed || state == session_state::auth_failed) co_return loss::session_closed;
     if (deadlines) {
       if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
         co_return loss::may_be_lost;
@@ -345,6 +361,25 @@ lock grant_of(const std::shared_ptr<hold>& h) {
   std::erase_if(h->grant_list, [](auto& weak) { return weak.expired(); });
   h->grant_list.push_back(g);
   return lock(std::move(g));
+}
+
+// Gives one grant's share of `h` back: the last one deletes the node (in the
+// background, so that it goes on when this wait is cancelled: then
+// operation_aborted). lock_lost when the lock had been lost.
+awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
+  if (--h->grants > 0) co_return h->lost ? make_error_code(error::lock_lost) : std::error_code{};
+  bool was_lost = h->lost;
+  h->released = true;  // the monitor stays until the delete: the delete ends its watch
+  std::erase_if(h->mutex->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
+  background<std::error_code> deleting(h->mutex->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
+    auto ec = co_await delete_node(h->mutex, h->name, h->owner_id);
+    h->stop_monitor.emit(asio::cancellation_type::terminal);
+    co_return ec;
+  }(h));
+  auto result = co_await deleting.wait();
+  if (!result) co_return std::error_code(asio::error::operation_aborted);
+  if (!*result && was_lost) co_return make_error_code(error::lock_lost);
+  co_return *result;
 }
 
 // Creates the parents of the lock path, as containers.
@@ -402,6 +437,10 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m,
   auto& s = m->s;
   auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
   if (connect_ec) co_return listing(connect_ec, nullptr);
+  // Reconnected maybe to another server: it must have seen the create, if
+  // the leader applied it, before it is asked.
+  auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+  if (sync_ec && sync_ec != error::no_node) co_return listing(sync_ec, nullptr);
   auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
   if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
   if (list_ec) co_return listing(list_ec, nullptr);
@@ -566,20 +605,24 @@ awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<mute
 std::atomic<std::uint64_t> next_owner_id{1};
 
 // Tells known_nodes when this mutex's session ends (see known_nodes.hpp),
-// for as long as the mutex lives: one pending state wait per mutex.
+// for as long as the mutex lives: one pending state wait per mutex, withdrawn
+// by ~mutex_state.
 void report_session_end(std::weak_ptr<mutex_state> weak, session_state known, std::uint64_t generation) {
   auto m = weak.lock();
   if (!m) return;
   m->s.async_wait_state_change(
-      known, asio::bind_executor(m->strand, [weak, generation](std::error_code ec, session_state state) {
-        auto m = weak.lock();
-        if (!m) return;
-        bool expired = m->s.generation() != generation || state == session_state::expired ||
-                       state == session_state::auth_failed;
-        if (expired || state == session_state::closed || ec)
-          m->known->session_ended(m->session_in(generation), expired);
-        if (!ec) report_session_end(weak, state, m->s.generation());
-      }));
+      known, asio::bind_cancellation_slot(
+                 m->stop_reporting->slot(),
+                 // (The handler keeps the signal its slot belongs to.)
+                 asio::bind_executor(m->strand, [weak, generation, stop = m->stop_reporting](
+                                                    std::error_code ec, session_state state) {
+                   auto m = weak.lock();
+                   if (!m || ec == asio::error::operation_aborted) return;
+                   bool expired = m->s.generation() != generation || state == session_state::expired;
+                   if (expired || ec || state == session_state::closed || state == session_state::auth_failed)
+                     m->known->session_ended(m->session_in(generation), expired);
+                   if (!ec) report_session_end(weak, state, m->s.generation());
+                 })));
 }
 
 }  // namespace
@@ -602,10 +645,12 @@ lock& lock::operator=(lock&& other) noexcept {
   return *this;
 }
 
-lock::~lock() {
-  if (!grant_) return;
-  // Released in the background; the delete is retried while the session lives.
-  asio::co_spawn(mutex_->strand, release_coroutine(std::move(grant_)), asio::detached);
+lock::~lock() = default;  // the grant gives its share back (see detail::grant)
+
+detail::grant::~grant() {
+  if (given_back || !held) return;
+  // In the background; the delete is retried while the session lives.
+  asio::co_spawn(held->mutex->strand, give_back(held), asio::detached);
 }
 
 bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
@@ -625,27 +670,11 @@ asio::any_io_executor lock::get_executor() const {
 }
 
 asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
-  if (!grant) co_return std::make_tuple(make_error_code(error::not_held));
-  auto hold = grant->held;
-  if (hold->released) co_return std::make_tuple(make_error_code(error::not_held));
-  std::erase_if(hold->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
-  if (--hold->grants > 0) co_return std::make_tuple(std::error_code{});
-  bool was_lost = hold->lost;
-  hold->released = true;  // the monitor stays until the delete: the delete ends its watch
-  std::erase_if(hold->mutex->holds, [&](auto& w) { return w.expired() || w.lock() == hold; });
-  // The delete goes on even if this wait is cancelled (then operation_aborted).
-  detail::background<std::error_code> deleting(
-      hold->mutex->strand,
-      [](std::shared_ptr<detail::hold> hold) -> asio::awaitable<std::error_code> {
-        auto ec = co_await detail::delete_node(hold->mutex, hold->name, hold->owner_id);
-        hold->stop_monitor.emit(asio::cancellation_type::terminal);
-        co_return ec;
-      }(hold));
-  auto result = co_await deleting.wait();
-  if (!result) co_return std::make_tuple(std::error_code(asio::error::operation_aborted));
-  auto ec = *result;
-  if (!ec && was_lost) ec = make_error_code(error::lock_lost);
-  co_return std::make_tuple(ec);
+  if (!grant || grant->given_back) co_return std::make_tuple(make_error_code(error::not_held));
+  grant->given_back = true;
+  auto& list = grant->held->grant_list;
+  std::erase_if(list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
+  co_return std::make_tuple(co_await detail::give_back(grant->held));
 }
 
 asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(

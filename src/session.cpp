@@ -6,7 +6,7 @@ session::session(const executor_type& executor, session_options options)
     : executor_(executor), hosts_(options.hosts), core_(detail::session_core::make(executor, std::move(options))) {}
 
 session::~session() {
-  if (core_ && owner_) {
+  if (core_) {
     asio::dispatch(core_->strand(), [c = core_] { c->abandon(); });
   }
 }
@@ -17,7 +17,7 @@ session& session::operator=(session&& other) noexcept {
     executor_ = std::move(other.executor_);
     hosts_ = std::move(other.hosts_);
     core_ = std::move(other.core_);
-    owner_ = other.owner_;
+    view_ = std::move(other.view_);
   }
   return *this;
 }

@@ -28,10 +28,14 @@ node_stat to_stat(const Stat* s) {
 
 namespace {
 
-// Codes that mean the request got no answer from the server.
+// Codes that mean the request got no answer from the server (whatever the
+// C client says went wrong on its side: a failed reconnection completes the
+// queued requests with ZSYSTEMERROR, a reply out of order with
+// ZRUNTIMEINCONSISTENCY).
 bool unanswered(int rc) {
-  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING ||
-         rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZAUTHFAILED;
+  return rc != ZOK && (rc > ZAPIERROR || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZAUTHFAILED ||
+                       rc == ZNOTHING || rc == ZINVALIDCALLBACK || rc == ZNOWATCHER) &&
+         rc != ZBADARGUMENTS && rc != ZUNIMPLEMENTED;
 }
 
 // ACLs in the C client's shape; the strings stay owned by `source`.
@@ -207,10 +211,19 @@ void session_impl::fail_everything(std::error_code ec) {
   drop_all_watches(ec);
 }
 
+bool lost_in_transit(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSYSTEMERROR || rc == ZRUNTIMEINCONSISTENCY;
+}
+
 std::error_code session_impl::translate(int rc) const {
   switch (rc) {
     case ZOK: return {};
-    case ZCLOSING: return make_error_code(error::session_closed);
+    // The request got no answer: it may have been applied, or not.
+    case ZSYSTEMERROR:
+    case ZRUNTIMEINCONSISTENCY: return make_error_code(error::connection_loss);
+    // The handle is being closed: by its owner, or because the session expired.
+    case ZCLOSING:
+      return make_error_code(state() == session_state::expired ? error::session_expired : error::session_closed);
     case ZINVALIDSTATE:
       // Also returned between two connection attempts, when nothing is lost yet.
       if (zh_ && is_unrecoverable(zh_) != ZINVALIDSTATE)
@@ -530,7 +543,7 @@ struct read_request : request<Result> {
 
   // The outcome of the read: a result, or a failure that may be retried.
   void finish(int rc, Result result) && {
-    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+    if (lost_in_transit(rc)) {
       auto s = this->session;
       s->retry_read(
           deadline,
@@ -622,6 +635,20 @@ void session_impl::get_children(std::string path, completion_ptr<children> done)
   };
   send_read<children>(this, std::move(path), done,
                       clock::now() + options_.read_retry_timeout, send);
+}
+
+void session_impl::sync(std::string path, completion_ptr<> done) {
+  if (refused(done, admit(path))) return;
+  c_client_scope scope(&options_);
+  submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
+    return zoo_async(
+        zh_, path.c_str(),
+        [](int rc, const char*, const void* context) {
+          auto r = take_back<request<>>(context, rc);
+          r->done->complete(r->session->translate(rc));
+        },
+        r);
+  });
 }
 
 // ---------------------------------------------------------------- close

@@ -20,6 +20,10 @@
 namespace zkasio::detail {
 
 node_stat to_stat(const Stat* s);
+// The C client's codes for a request that got no answer from the server but
+// may be sent again: the connection was lost (or the C client failed on its
+// side) before the answer came.
+bool lost_in_transit(int rc);
 
 class session_impl final : public session_core,
                            public std::enable_shared_from_this<session_impl> {
@@ -40,6 +44,7 @@ class session_impl final : public session_core,
   void set_data(std::string path, std::string data, std::int32_t version,
                 completion_ptr<node_stat> done) override;
   void get_children(std::string path, completion_ptr<children> done) override;
+  void sync(std::string path, completion_ptr<> done) override;
   void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) override;
   void wait_deleted(std::string path, completion_ptr<> done) override;
   void wait_data_changed(std::string path, std::int32_t known_version,

@@ -140,7 +140,7 @@ void session_impl::on_watch_reply(watch_point* point, int rc, const Stat* st) {
       else if (w.known_version != any_version) w.changed->complete({}, event_type::deleted);
       else w.changed->complete(make_error_code(error::no_node), event_type{});
     }
-  } else if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+  } else if (lost_in_transit(rc)) {
     // Set again once connected; waiters wait on (they have no deadline of their own).
     if (connected() && !point->waiters.empty()) arm(point);
   } else {

@@ -215,6 +215,7 @@ class fake_core final : public session_core {
   void get_data(std::string, completion_ptr<node_data>) override {}
   void set_data(std::string, std::string, std::int32_t, completion_ptr<node_stat>) override {}
   void get_children(std::string, completion_ptr<children>) override {}
+  void sync(std::string, completion_ptr<>) override {}
   void multi(std::vector<multi_op>, completion_ptr<std::vector<op_result>>) override {}
   void wait_deleted(std::string, completion_ptr<>) override {}
   void wait_data_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}

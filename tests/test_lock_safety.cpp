@@ -3,6 +3,9 @@
 // missed, reentry on a lost hold, nodes and knowledge left behind, releases
 // whose reply was lost, late lost signals.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zookeeper/proto.h>
@@ -644,7 +647,9 @@ TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context:
   auto path = unique_path("safety-cancel-threads");
   mutex m(s, path), m_holder(holder, path);
   std::atomic<int> progress{-1};
-  auto task = asio::co_spawn(io, [&]() -> awaitable<void> {
+  // The caller on a strand, as a coroutine using `||` on a multi-threaded
+  // io_context must be (its branches run on the caller's executor).
+  auto task = asio::co_spawn(asio::make_strand(io), [&]() -> awaitable<void> {
     auto held = co_await m_holder.async_acquire(use_awaitable);
     for (int i = 0; i < 400; ++i) {
       progress = i;
@@ -666,4 +671,158 @@ TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context:
   holder.async_close(asio::use_future).get();
   work.reset();
   for (auto& t : threads) t.join();
+}
+
+// What a second review found (each failed before its fix).
+
+namespace {
+// Uses up every descriptor below a lowered soft limit: socket() fails with
+// EMFILE (the C client's reconnection too) until release().
+struct descriptor_famine {
+  rlimit old{};
+  std::vector<int> fds;
+  void start() {
+    getrlimit(RLIMIT_NOFILE, &old);
+    rlimit low = old;
+    low.rlim_cur = 512;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+  }
+  void release() {
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    setrlimit(RLIMIT_NOFILE, &old);
+  }
+  ~descriptor_famine() { release(); }
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(proxied_server, "out of descriptors while reconnecting: a release is retried, and nothing moves last_contact") {
+  // The C client fails the queued requests with ZSYSTEMERROR: no answer from
+  // the server. Not a reason to give up a delete, nor a sight of the session.
+  session s(io, test_options(proxy.address(), 4s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/famine");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto node = held.node();
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await eventually([&] { return s.state() == session_state::suspended; }, 5s));
+    auto contact = s.last_contact();
+    std::optional<std::error_code> released;
+    test_event release_done(io.get_executor());
+    {
+      descriptor_famine famine;
+      famine.start();
+      held.async_release([&](std::error_code ec) {
+        released = ec;
+        release_done.count();
+      });
+      auto [write_ec, st] = co_await s.async_set_data("/famine", "x", as_tuple(use_awaitable));
+      CHECK(write_ec == error::connection_loss);
+    }
+    CHECK(s.last_contact() == contact);
+    proxy.refuse_connections(false);
+    REQUIRE(co_await release_done.wait(10s));
+    CHECK(!*released);
+    CHECK_FALSE((co_await observer.async_exists(node, use_awaitable)).has_value());
+  }(), 40s);
+}
+
+TEST_CASE("a lost signal handler that drops its own grant hides the loss from no sibling") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-sibling");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    owner me;
+    auto a = co_await m.async_acquire(me, use_awaitable);
+    auto b = co_await m.async_acquire(me, use_awaitable);
+    auto c = co_await m.async_acquire(me, use_awaitable);
+    a.lost_slot().assign([&](asio::cancellation_type) { a = lock{}; });  // "drop it when lost"
+    lost_signal_log lost_b(io), lost_c(io);
+    lost_b.watch(b);
+    lost_c.watch(c);
+    co_await other.async_remove(b.node(), use_awaitable);
+    CHECK(co_await lost_b.fired.wait(5s));
+    CHECK(co_await lost_c.fired.wait(5s));
+    // Releasing one of the remaining grants of a lost hold says so too.
+    auto [b_ec] = co_await b.async_release(as_tuple(use_awaitable));
+    CHECK(b_ec == error::lock_lost);
+    auto [c_ec] = co_await c.async_release(as_tuple(use_awaitable));
+    CHECK(c_ec == error::lock_lost);
+  }());
+}
+
+TEST_CASE("with_lock: the caller's cancellation reaches the body") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-with-lock-cancel");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    asio::steady_timer limit(io, 200ms);
+    bool body_ended = false;
+    auto r = co_await (with_lock(m, [&]() -> awaitable<void> {
+                         asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+                         co_await t.async_wait(as_tuple(use_awaitable));
+                         body_ended = true;
+                       }) ||
+                       limit.async_wait(as_tuple(use_awaitable)));
+    CHECK(r.index() == 1);
+    CHECK(body_ended);  // its wait was cancelled: it ran to its end
+    CHECK(co_await settles_at(s, path, 0));
+  }(), 10s);
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a waiter whose listing answer comes with its session's close ends at once") {
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    session s(io, test_options(proxy.address(), 4s));
+    auto path = "/closed-" + std::to_string(round);
+    mutex m(s, path);
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      proxy.hold_replies();
+      auto before = proxy.requests_forwarded();
+      acquire_outcome w(io);
+      m.async_acquire(w.handler());
+      REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 2; }, 5s));
+      test_event closed(io.get_executor());
+      s.async_close([&](std::error_code) { closed.count(); });
+      REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 3; }, 5s));
+      proxy.pass();
+      REQUIRE(co_await closed.wait(5s));
+      REQUIRE(co_await w.done.wait(5s));
+      CHECK(*w.ec == error::session_closed);
+    }(), 30s);
+  }
+}
+
+TEST_CASE("a mutex leaves nothing waiting on its session once it is gone") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  run(io, [&]() -> awaitable<void> { co_await s.async_connect(use_awaitable); }());
+  auto base = mallinfo2().uordblks;
+  for (int i = 0; i < 20'000; ++i) {
+    mutex m(s, "/safety-churn-" + std::to_string(i % 7));
+    io.poll();
+  }
+  run(io, [&]() -> awaitable<void> { co_await s.async_exists("/", use_awaitable); }());
+  auto grown = static_cast<long long>(mallinfo2().uordblks) - static_cast<long long>(base);
+  CAPTURE(grown);
+  CHECK(grown < 1'000'000);  // 20,000 mutexes: under 50 bytes each
+}
+
+TEST_CASE("a release that never starts (its awaitable dropped) still releases") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-release-dropped");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    { auto never_awaited = held.async_release(use_awaitable); }
+    CHECK_FALSE(held.held());
+    CHECK(co_await settles_at(s, path, 0));
+  }());
 }

@@ -286,13 +286,14 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
   }());
 }
 
-TEST_CASE("a cancelled release completes at once, and the node still goes") {
+TEST_CASE("a cancelled release (terminal or partial) completes at once, and the node still goes") {
   zk_servers servers;
   asio::io_context io;
   session s(io, test_options(servers.hosts(), 10s));
   session observer(io, test_options(servers.hosts(), 10s));
   mutex m(s, "/release");
   run(io, [&]() -> awaitable<void> {
+    // With awaitable operators (terminal).
     auto held = co_await m.async_acquire(use_awaitable);
     auto node = held.node();
     // The server cannot answer the delete: only cancellation can end the wait.
@@ -305,6 +306,24 @@ TEST_CASE("a cancelled release completes at once, and the node still goes") {
     // The delete went on in the background.
     co_await observer.async_wait_deleted(node, use_awaitable);
     CHECK((co_await lock_nodes(observer, "/release")).empty());
+
+    // Partial, through a slot.
+    held = co_await m.async_acquire(use_awaitable);
+    node = held.node();
+    servers.pause();
+    asio::cancellation_signal cancel;
+    std::optional<std::error_code> result;
+    test_event done(io.get_executor());
+    held.async_release(asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec) {
+      result = ec;
+      done.count();
+    }));
+    cancel.emit(asio::cancellation_type::partial);
+    bool prompt = co_await done.wait(2s);
+    servers.resume();
+    REQUIRE(prompt);
+    CHECK(*result == asio::error::operation_aborted);
+    co_await observer.async_wait_deleted(node, use_awaitable);
   }());
 }
 

@@ -30,6 +30,7 @@
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/prefer.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstdint>
@@ -114,9 +115,11 @@ auto complete_with(Result result, Token&& token) {
 }
 
 // Runs `work` (a coroutine that reports errors in its result, never by
-// throwing) on `strand` as an asynchronous operation: the handler's
-// cancellation slot reaches the coroutine (which enables partial
-// cancellation), and the result goes to the handler's executor.
+// throwing) on `strand` as an asynchronous operation: terminal and partial
+// cancellation of the handler's slot reach the coroutine as terminal (what
+// these operations leave behind they clean up, or finish, in the
+// background; total is not honoured: they all have effects), and the result
+// goes to the handler's executor.
 template <class Result, class Token>
 auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
   return asio::async_initiate<Token, typename signature_of<Result>::type>(
@@ -128,7 +131,9 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
         auto cancel = std::make_shared<asio::cancellation_signal>();
         if (slot.is_connected())
           slot.assign([cancel, strand](asio::cancellation_type type) {
-            asio::dispatch(strand, [cancel, type] { cancel->emit(type); });
+            constexpr auto honoured = asio::cancellation_type::terminal | asio::cancellation_type::partial;
+            if ((type & honoured) == asio::cancellation_type::none) return;
+            asio::dispatch(strand, [cancel] { cancel->emit(asio::cancellation_type::terminal); });
           });
         // Keeps the handler's executor busy until the handler has run.
         auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
@@ -300,15 +305,24 @@ class mutex {
 };
 
 namespace detail {
-// Runs `body()` on the lock's strand under its lost signal, unless the lock is
-// lost already. On the strand, where the signal is emitted, so the check and
-// the binding cannot miss it; a loss after the binding aborts the body's
-// next wait.
+// Runs `body()` on the lock's strand, cancelled (terminal) by the lock's lost
+// signal or by the caller's cancellation, unless the lock is lost already. On
+// the strand, where the lost signal is emitted, so the check and the binding
+// cannot miss it; a loss after the binding aborts the body's next wait.
 template <class Result, class Body>
 asio::awaitable<Result> run_under(lock& held, Body& body) {
   if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock");
-  co_return co_await asio::co_spawn(held.get_executor(), body(),
-                                    asio::bind_cancellation_slot(held.lost_slot(), asio::use_awaitable));
+  auto stop = std::make_shared<asio::cancellation_signal>();
+  held.lost_slot().assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
+  // The caller's cancellation arrives on the caller's thread (Asio 1.22's
+  // co_spawn): carried to the strand.
+  asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
+  if (auto slot = own.slot(); slot.is_connected())
+    slot.assign([stop, strand = held.get_executor()](asio::cancellation_type) {
+      asio::dispatch(strand, [stop] { stop->emit(asio::cancellation_type::terminal); });
+    });
+  auto stop_slot = stop->slot();
+  co_return co_await asio::co_spawn(held.get_executor(), body(), asio::bind_cancellation_slot(stop_slot, asio::use_awaitable));
 }
 }  // namespace detail
 

@@ -44,12 +44,13 @@ template <class Token, class Optional>
 concept token_not = !std::is_convertible_v<std::decay_t<Token>, Optional>;
 
 // For zkasio's recipes: the session's engine, whose identity and generation
-// tell which ZooKeeper session a node belongs to; and a view of the session
-// that shares its engine without owning it: what outlives the user's session
-// object (a background release, a monitor) gets session_closed from it, never
-// a dangling pointer.
+// tell which ZooKeeper session a node belongs to; and a view of the session,
+// which refers to its engine without keeping it: what outlives the user's
+// session object (a background release, a monitor) gets session_closed from
+// it, never a dangling pointer, and what waits on the session (and holds a
+// view) never keeps the session's engine alive in a cycle.
 struct session_access {
-  static const std::shared_ptr<session_core>& core(const session& s);
+  static std::shared_ptr<session_core> core(const session& s);
   static session view(const session& s);
 };
 }  // namespace detail
@@ -80,13 +81,19 @@ class session {
   const std::string& hosts() const noexcept { return hosts_; }
 
   // Observers, safe from any thread.
-  session_state state() const noexcept { return core_->state(); }
-  std::int64_t id() const noexcept { return core_->id(); }  // 0 before the first connection
+  session_state state() const noexcept {
+    return observe([](const core& c) { return c.state(); }, session_state::closed);
+  }
+  std::int64_t id() const noexcept {  // 0 before the first connection
+    return observe([](const core& c) { return c.id(); }, std::int64_t{0});
+  }
   // Counts the ZooKeeper sessions started after expiry: when it changes, every
   // ephemeral node and watch of the earlier session is gone.
-  std::uint64_t generation() const noexcept { return core_->generation(); }
+  std::uint64_t generation() const noexcept {
+    return observe([](const core& c) { return c.generation(); }, std::uint64_t{0});
+  }
   std::chrono::milliseconds negotiated_timeout() const noexcept {
-    return core_->negotiated_timeout();
+    return observe([](const core& c) { return c.negotiated_timeout(); }, std::chrono::milliseconds{0});
   }
   // A lower bound of the last sight of this session by the server that can
   // expire it (the ensemble's leader): the handshake of the current
@@ -96,7 +103,7 @@ class session {
   // Through a follower the leader's sight may lag by one of its pings to the
   // follower (tickTime / 2).
   std::chrono::steady_clock::time_point last_contact() const noexcept {
-    return core_->last_contact();
+    return observe([](const core& c) { return c.last_contact(); }, std::chrono::steady_clock::time_point{});
   }
 
   // Completes once connected; at once if connected already. Fails with
@@ -190,6 +197,17 @@ class session {
                               std::forward<Token>(token));
   }
 
+  // ZooKeeper's sync: the server this session is connected to catches up
+  // with the leader, so that the reads sent after it see every write the
+  // leader had committed when it was handled. void(error_code)
+  template <class Token = default_token<void(std::error_code)>>
+  auto async_sync(std::string_view path, Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+                        c.sync(std::move(path), std::move(done));
+                      },
+                      std::forward<Token>(token));
+  }
+
   // Applies all operations or none. The error is the first failing
   // operation's; the results say which. void(error_code, vector<op_result>)
   template <class Token = default_token<void(std::error_code, std::vector<op_result>)>>
@@ -273,7 +291,15 @@ class session {
   using core = detail::session_core;
   struct view_tag {};
   session(view_tag, const session& owner)
-      : executor_(owner.executor_), hosts_(owner.hosts_), core_(owner.core_), owner_(false) {}
+      : executor_(owner.executor_), hosts_(owner.hosts_), view_(owner.weak()) {}
+  std::weak_ptr<core> weak() const noexcept { return core_ ? std::weak_ptr<core>(core_) : view_; }
+  // f(engine), or `gone` when the session (of a view) is no more.
+  template <class F, class T>
+  T observe(F f, T gone) const noexcept {
+    if (core_) return f(*core_);
+    auto c = view_.lock();
+    return c ? f(*c) : gone;
+  }
 
   // One operation: make its completion from the handler, then submit it on the
   // strand. Requests are sent in the order they reach the strand, the server
@@ -299,17 +325,17 @@ class session {
             submit(*c, std::move(done));
           });
         },
-        token, std::weak_ptr<core>(core_), executor_, honoured, std::move(submit));
+        token, weak(), executor_, honoured, std::move(submit));
   }
 
   executor_type executor_;
   std::string hosts_;
-  std::shared_ptr<core> core_;
-  bool owner_ = true;  // closes the session when destroyed (a view does not)
+  std::shared_ptr<core> core_;  // the owner's: closed when it is destroyed
+  std::weak_ptr<core> view_;    // a view's (session_access::view)
 };
 
-inline const std::shared_ptr<detail::session_core>& detail::session_access::core(const session& s) {
-  return s.core_;
+inline std::shared_ptr<detail::session_core> detail::session_access::core(const session& s) {
+  return s.weak().lock();
 }
 inline session detail::session_access::view(const session& s) { return session(session::view_tag{}, s); }
 

@@ -62,10 +62,13 @@ struct session_ref {
 
   bool same_as(const session_ref& other) const;
   // False once that ZooKeeper session expired: its nodes are all gone. (A
-  // closed one's may live on: closed while disconnected, until it expires.)
+  // closed one's may live on: closed while disconnected, until it expires;
+  // so may those of one whose authentication failed.)
   bool alive() const;
   // Connected in that generation: its nodes are gone only if deleted.
   bool connected() const;
+  // Expired, closed, or its authentication failed: no waiter of it goes on.
+  bool ended() const;
 };
 
 class known_nodes {

@@ -53,6 +53,7 @@ class session_core {
   virtual void set_data(std::string path, std::string data, std::int32_t version,
                         completion_ptr<node_stat> done) = 0;
   virtual void get_children(std::string path, completion_ptr<children> done) = 0;
+  virtual void sync(std::string path, completion_ptr<> done) = 0;
   virtual void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) = 0;
   virtual void wait_deleted(std::string path, completion_ptr<> done) = 0;
   virtual void wait_data_changed(std::string path, std::int32_t known_version,
