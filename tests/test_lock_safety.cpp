@@ -775,6 +775,11 @@ TEST_CASE("with_lock: the caller's cancellation reaches the body") {
   }(), 10s);
 }
 
+// g++ 12 under -fsanitize=address inlines Asio's awaitable frame allocation
+// (aligned_alloc, freed by the frame's own operator delete) here and takes the
+// pair for mismatched: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 TEST_CASE_FIXTURE(proxied_server, "a waiter whose listing answer comes with its session's close ends at once") {
   for (int round = 0; round < 5; ++round) {
     CAPTURE(round);
@@ -798,6 +803,7 @@ TEST_CASE_FIXTURE(proxied_server, "a waiter whose listing answer comes with its 
     }(), 30s);
   }
 }
+#pragma GCC diagnostic pop
 
 TEST_CASE("a mutex leaves nothing waiting on its session once it is gone") {
   asio::io_context io;

@@ -148,7 +148,11 @@ zk_servers::zk_servers(server_options options) {
 zk_servers::~zk_servers() {
   try {
     stop();
-    std::filesystem::remove_all(dir_);
+    // For a post-mortem: the servers' logs and data stay where they were.
+    if (const char* keep = std::getenv("ZKASIO_KEEP_SERVERS"); keep && *keep)
+      std::cerr << "zk_servers: kept " << dir_ << '\n';
+    else
+      std::filesystem::remove_all(dir_);
   } catch (const std::exception& e) {
     std::cerr << "zk_servers: " << e.what() << '\n';
   }
