@@ -430,26 +430,32 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
 }
 
 // After a lost create reply the create may have been applied: finds the node
-// by its uuid, owned by the current session. nullopt: it is not there (or
-// went with an earlier session): create again.
+// by its uuid, owned by the current session. nullopt: it is not there: create
+// again. session_expired when the session expired meanwhile: the node, if it
+// was made, went with it, and like every waiter of that session this one
+// ends (it is not queued again in the next session).
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
 awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m, attempt& a) {
   auto& s = m->s;
   auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
   if (connect_ec) co_return listing(connect_ec, nullptr);
+  auto expired = [&] { return s.generation() != a.generation; };
+  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
   // Reconnected maybe to another server: it must have seen the create, if
   // the leader applied it, before it is asked.
   auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
   if (sync_ec && sync_ec != error::no_node) co_return listing(sync_ec, nullptr);
   auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+  // (A listing answered in a later session would not show the node either.)
+  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
   if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
   if (list_ec) co_return listing(list_ec, nullptr);
   auto found = find_by_uuid(kids.names, a.uuid);
   if (!found) co_return std::nullopt;
   auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
   if (stat_ec) co_return listing(stat_ec, nullptr);
   if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
-  a.generation = s.generation();
   a.node = std::move(*found);
   a.stat = *st;
   m->known->add(a.node, m->session_in(a.generation));

@@ -575,6 +575,31 @@ TEST_CASE_FIXTURE(proxied_server, "an acquire cancelled before its create's repl
   }(), 60s);
 }
 
+TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  session s(io, test_options(proxy.address(), 1s));
+  mutex m_holder(holder, "/lost-create"), m(s, "/lost-create");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire(use_awaitable);
+    co_await s.async_exists("/", use_awaitable);
+    // The create is applied, its reply lost with the connection; no
+    // reconnection until the server has expired the session.
+    proxy.refuse_connections(true);
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_CREATE2_OP);
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    CHECK(co_await settles_at(holder, "/lost-create", 1));  // expired: its node went
+    proxy.refuse_connections(false);
+    // Like every waiter of the expired session: no new node in the next one.
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK(*w.ec == error::session_expired);
+    CHECK((co_await lock_nodes(holder, "/lost-create")).size() == 1);
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await settles_at(holder, "/lost-create", 0));
+  }(), 30s);
+}
+
 TEST_CASE("what outlives the session object gets session_closed: a lock, a mutex, a waiter destroyed before it") {
   // (ASan sees a use after free if anything still points at the session.)
   asio::io_context io;
