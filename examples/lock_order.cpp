@@ -2,8 +2,10 @@
 // print when they get it. With LOG, each holder also appends "enter NAME" and
 // "exit NAME" to it while holding the lock (one O_APPEND write each), so that
 // overlapping holders would show: the cross-process tests use it that way.
+// With MODE ("read" or "write"), the lock is a zkasio::shared_mutex's read or
+// write lock, and the lines are "enter MODE NAME" and "exit MODE NAME".
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG]
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [MODE]]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <iostream>
 #include <string>
 #include <zkasio/mutex.hpp>
+#include <zkasio/shared_mutex.hpp>
 
 using asio::awaitable;
 using asio::use_awaitable;
@@ -29,17 +32,22 @@ void append(const std::string& log, const std::string& line) {
 }
 
 awaitable<void> take_turns(zkasio::session& s, std::string path, std::string name, int rounds,
-                           std::string log) {
+                           std::string log, std::string mode) {
   zkasio::mutex m(s, path, {.data = name});
+  zkasio::shared_mutex rw(s, path, {.data = name});
+  auto who = mode.empty() ? name : mode + " " + name;
   for (int i = 1; i <= rounds; ++i) {
-    auto held = co_await m.async_acquire(use_awaitable);
-    append(log, "enter " + name + "\n");
+    zkasio::lock held;
+    if (mode.empty()) held = co_await m.async_acquire(use_awaitable);
+    else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
+    else held = co_await rw.async_lock(use_awaitable);
+    append(log, "enter " + who + "\n");
     std::cout << name << " holds the lock (round " << i << ", node "
               << held.node().substr(path.size() + 1) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
     asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(2));
     co_await hold.async_wait(use_awaitable);
-    append(log, "exit " + name + "\n");
+    append(log, "exit " + who + "\n");
     co_await held.async_release(use_awaitable);
   }
   co_await s.async_close(use_awaitable);
@@ -48,14 +56,15 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG]\n";
+  std::string mode = argc == 7 ? argv[6] : "";
+  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write")) {
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write]]\n";
     return 2;
   }
   asio::io_context io;
   zkasio::session s(io, {.hosts = argv[1]});
   int status = 0;
-  asio::co_spawn(io, take_turns(s, argv[2], argv[3], std::stoi(argv[4]), argc == 6 ? argv[5] : ""),
+  asio::co_spawn(io, take_turns(s, argv[2], argv[3], std::stoi(argv[4]), argc >= 6 ? argv[5] : "", mode),
                  [&](std::exception_ptr e) {
                    if (!e) return;
                    try {

@@ -44,6 +44,8 @@ const char* describe(error e) noexcept {
     case error::not_held: return "the lock is not held";
     case error::lock_busy: return "the lock is held by another contender";
     case error::lock_timeout: return "the lock was not granted before the deadline";
+    case error::would_deadlock:
+      return "a holder of the read lock cannot take the write lock: it would wait for itself (release the read lock first)";
   }
   return nullptr;
 }
@@ -77,6 +79,7 @@ class error_category_impl final : public std::error_category {
       case error::request_too_large:
       case error::no_children_for_ephemerals:
       case error::invalid_callback:
+      case error::would_deadlock:
         return condition::caller_fault;
       default:
         return {value, *this};

@@ -38,26 +38,33 @@ std::shared_ptr<known_nodes> known_nodes::of(const std::string& hosts, const std
   return known;
 }
 
-void known_nodes::add(const lock_node& node, session_ref owner) {
+void known_nodes::add(const lock_node& node, session_ref owner, std::string_view beside) {
   std::vector<local_waiter> woken;
   {
     std::lock_guard lock(guard_);
     // The same sequence under another name is of an earlier incarnation of
-    // the parent (a container removed once empty): that node is gone.
-    if (auto it = entries_.find(node.sequence); it != entries_.end()) erase(it, woken);
-    entries_.emplace(node.sequence, entry{node.name, std::move(owner), {}});
+    // the parent (a container removed once empty): that node is gone. (But
+    // for the write node a downgrade's read node sits beside.)
+    for (auto it = entries_.lower_bound({node.sequence, {}}); it != entries_.end() && it->first.first == node.sequence;) {
+      auto next = std::next(it);
+      if (it->first.second != beside) erase(it, woken);
+      it = next;
+    }
+    entries_.emplace(key{node.sequence, node.name}, entry{node.kind, std::move(owner), {}});
   }
   wake(woken);
 }
 
-void known_nodes::gone(std::string_view name) {
+known_nodes::entries::iterator known_nodes::find(std::string_view name) {
   auto node = parse_lock_node(name);
-  if (!node) return;
+  return node ? entries_.find({node->sequence, std::string(name)}) : entries_.end();
+}
+
+void known_nodes::gone(std::string_view name) {
   std::vector<local_waiter> woken;
   {
     std::lock_guard lock(guard_);
-    if (auto it = entries_.find(node->sequence); it != entries_.end() && it->second.name == name)
-      erase(it, woken);
+    if (auto it = find(name); it != entries_.end()) erase(it, woken);
   }
   wake(woken);
 }
@@ -85,28 +92,32 @@ void known_nodes::session_ended(const session_ref& owner, bool nodes_gone) {
 queue_view known_nodes::view(std::vector<lock_node> queue) const {
   std::lock_guard lock(guard_);
   return make_view(std::move(queue), [this](const lock_node& node) {
-    auto it = entries_.find(node.sequence);
-    return it != entries_.end() && it->second.name == node.name;
+    return entries_.count({node.sequence, node.name}) > 0;
   });
 }
 
-known_nodes::below_result known_nodes::below(const lock_node& mine) {
+known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_view exempt) {
   std::vector<local_waiter> woken;
   below_result result;
   {
     std::lock_guard lock(guard_);
-    while (!entries_.empty()) {
-      // Circularly just below mine: the counter may have wrapped between them.
-      auto it = entries_.lower_bound(mine.sequence);
+    // Down from mine, entry by entry, circularly (the counter may have
+    // wrapped between two nodes), until an entry that is not before mine:
+    // at most once round.
+    key cursor{mine.sequence, {}};
+    for (auto steps = entries_.size(); steps > 0 && !entries_.empty(); --steps) {
+      auto it = entries_.lower_bound(cursor);
       if (it == entries_.begin()) it = entries_.end();
       --it;
-      if (!sequence_before(it->first, mine.sequence)) break;
+      if (!sequence_before(it->first.first, mine.sequence)) break;
+      cursor = it->first;
       if (!it->second.owner.alive()) {
         erase(it, woken);  // gone with its session
         continue;
       }
+      if (!blocks(mine.kind, it->second.kind) || it->first.second == exempt) continue;
       result.what = it->second.owner.connected() ? below_result::node : below_result::relist;
-      result.name = it->second.name;
+      result.name = it->first.second;
       result.owner = it->second.owner;
       break;
     }
@@ -119,22 +130,21 @@ bool known_nodes::owned_by(std::string_view name, const session_ref& owner) cons
   auto node = parse_lock_node(name);
   if (!node) return false;
   std::lock_guard lock(guard_);
-  auto it = entries_.find(node->sequence);
-  return it != entries_.end() && it->second.name == name && it->second.owner.same_as(owner);
+  auto it = entries_.find({node->sequence, std::string(name)});
+  return it != entries_.end() && it->second.owner.same_as(owner);
 }
 
 void known_nodes::wait_gone(std::string_view name, const asio::any_io_executor& executor,
                             completion_ptr<> done) {
-  auto node = parse_lock_node(name);
   {
     std::lock_guard lock(guard_);
-    auto it = node ? entries_.find(node->sequence) : entries_.end();
+    auto it = find(name);
     // (A session that ended has no more waits to end: session_ended was said.)
-    if (it != entries_.end() && it->second.name == name && !it->second.owner.ended()) {
+    if (it != entries_.end() && !it->second.owner.ended()) {
       it->second.waiters.push_back({done, executor});
-      done->on_cancel = [this, sequence = node->sequence, raw = done.get()] {
+      done->on_cancel = [this, at = it->first, raw = done.get()] {
         std::lock_guard lock(guard_);
-        if (auto found = entries_.find(sequence); found != entries_.end())
+        if (auto found = entries_.find(at); found != entries_.end())
           std::erase_if(found->second.waiters, [raw](auto& w) { return w.done.get() == raw; });
       };
       return;

@@ -10,8 +10,8 @@ namespace zkasio::detail {
 namespace {
 
 constexpr std::string_view protected_prefix = "_c_";
-constexpr std::string_view lock_name = "-lock-";
 constexpr std::size_t uuid_length = 36;
+constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write};
 // printf("%010d"): ten characters, or eleven from -1,000,000,000 down.
 constexpr std::size_t min_sequence_length = 10, max_sequence_length = 11;
 
@@ -91,27 +91,46 @@ std::string make_uuid() {
   return text;
 }
 
-std::string lock_node_prefix(std::string_view uuid) {
-  return std::string(protected_prefix) + std::string(uuid) + std::string(lock_name);
+std::string_view lock_name(node_kind kind) noexcept {
+  switch (kind) {
+    case node_kind::read: return "__READ__";
+    case node_kind::write: return "__WRIT__";
+    case node_kind::lock: break;
+  }
+  return "lock-";
+}
+
+bool in_family(node_kind kind, queue_family family) noexcept {
+  return family == queue_family::mutex ? kind == node_kind::lock : kind != node_kind::lock;
+}
+
+std::string lock_node_prefix(std::string_view uuid, node_kind kind) {
+  return std::string(protected_prefix) + std::string(uuid) + "-" + std::string(lock_name(kind));
 }
 
 std::optional<lock_node> parse_lock_node(std::string_view name) {
-  const std::size_t head = protected_prefix.size() + uuid_length + lock_name.size();
-  if (name.size() < head + min_sequence_length || name.substr(0, protected_prefix.size()) != protected_prefix)
+  const std::size_t head = protected_prefix.size() + uuid_length + 1;  // "_c_<uuid>-"
+  if (name.size() < head || name.substr(0, protected_prefix.size()) != protected_prefix ||
+      name[head - 1] != '-')
     return std::nullopt;
   auto uuid = name.substr(protected_prefix.size(), uuid_length);
-  if (!is_uuid(uuid) || name.substr(protected_prefix.size() + uuid_length, lock_name.size()) != lock_name)
-    return std::nullopt;
-  auto sequence = parse_sequence(name.substr(head));
-  if (!sequence) return std::nullopt;
-  return lock_node{std::string(name), std::string(uuid), *sequence};
+  if (!is_uuid(uuid)) return std::nullopt;
+  auto rest = name.substr(head);
+  for (auto kind : all_kinds) {
+    auto lock = lock_name(kind);
+    if (rest.substr(0, lock.size()) != lock) continue;
+    auto sequence = parse_sequence(rest.substr(lock.size()));
+    if (!sequence) return std::nullopt;
+    return lock_node{std::string(name), std::string(uuid), kind, *sequence};
+  }
+  return std::nullopt;
 }
 
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children) {
+std::vector<lock_node> lock_queue(const std::vector<std::string>& children, queue_family family) {
   std::vector<lock_node> queue;
   std::vector<sequence_number> sequences;
   for (const auto& child : children)
-    if (auto node = parse_lock_node(child)) {
+    if (auto node = parse_lock_node(child); node && in_family(node->kind, family)) {
       sequences.push_back(node->sequence);
       queue.push_back(std::move(*node));
     }
@@ -121,27 +140,48 @@ std::vector<lock_node> lock_queue(const std::vector<std::string>& children) {
 }
 
 queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known) {
-  queue_view view{std::move(queue), {}};
-  view.others_before.reserve(view.nodes.size());
-  std::uint32_t others = 0;
-  for (const auto& node : view.nodes) {
+  queue_view view{std::move(queue), {}, {}, {}};
+  auto size = view.nodes.size();
+  view.others_before.reserve(size);
+  view.other_writers_before.reserve(size);
+  view.writer_before.reserve(size);
+  std::uint32_t others = 0, other_writers = 0, writer = queue_view::none;
+  for (std::uint32_t i = 0; i < size; ++i) {
+    const auto& node = view.nodes[i];
     view.others_before.push_back(others);
-    if (!known(node)) ++others;
+    view.other_writers_before.push_back(other_writers);
+    view.writer_before.push_back(writer);
+    bool is_writer = node.kind == node_kind::write;
+    if (!known(node)) {
+      ++others;
+      other_writers += is_writer;
+    }
+    if (is_writer) writer = i;
   }
   return view;
 }
 
-lock_verdict decide(const queue_view& queue, const lock_node& mine) {
+lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt) {
   auto& nodes = queue.nodes;
   if (nodes.empty()) return {};
   queue_order order{nodes.front().sequence};
   auto it = std::lower_bound(nodes.begin(), nodes.end(), mine, order);
   if (it == nodes.end() || it->name != mine.name) return {};
-  if (it == nodes.begin()) return {.what = lock_verdict::held};
-  auto predecessor = static_cast<std::size_t>(it - nodes.begin()) - 1;
+  auto index = static_cast<std::uint32_t>(it - nodes.begin());
+  if (mine.kind == node_kind::read) {
+    // Only writers ahead block a reader (so readers never wait on later
+    // writers, nor on one another).
+    auto writer = queue.writer_before[index];
+    while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.writer_before[writer];
+    if (writer == queue_view::none) return {.what = lock_verdict::held};
+    return {.what = lock_verdict::wait,
+            .predecessor = nodes[writer].name,
+            .relist_after = queue.other_writers_before[writer] > 0};
+  }
+  if (index == 0) return {.what = lock_verdict::held};
   return {.what = lock_verdict::wait,
-          .predecessor = nodes[predecessor].name,
-          .relist_after = queue.others_before[predecessor] > 0};
+          .predecessor = nodes[index - 1].name,
+          .relist_after = queue.others_before[index - 1] > 0};
 }
 
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,

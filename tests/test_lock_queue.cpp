@@ -24,10 +24,10 @@ std::string node(const std::string& uuid, const std::string& sequence) {
   return lock_node_prefix(uuid) + sequence;
 }
 // The name the server gives the node made when its counter was `counter`.
-std::string node_at(const std::string& uuid, std::int32_t counter) {
+std::string node_at(const std::string& uuid, std::int32_t counter, node_kind kind = node_kind::lock) {
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%010d", counter);
-  return node(uuid, suffix);
+  return lock_node_prefix(uuid, kind) + suffix;
 }
 lock_node parsed(const std::string& name) { return *parse_lock_node(name); }
 std::vector<std::string> names_of(const std::vector<lock_node>& queue) {
@@ -197,6 +197,145 @@ TEST_CASE("finding a node by its uuid after a lost create reply") {
   CHECK_FALSE(find_by_uuid(children, uuid_c).has_value());
 }
 
+// ---------------------------------------------------------- read/write rule
+
+namespace {
+std::string reader(const std::string& uuid, std::int32_t counter) { return node_at(uuid, counter, node_kind::read); }
+std::string writer(const std::string& uuid, std::int32_t counter) { return node_at(uuid, counter, node_kind::write); }
+}  // namespace
+
+TEST_CASE("read/write nodes are Curator's InterProcessReadWriteLock names, in the lock's sequence space") {
+  CHECK(lock_node_prefix(uuid_a, node_kind::read) == "_c_" + uuid_a + "-__READ__");
+  CHECK(lock_node_prefix(uuid_a, node_kind::write) == "_c_" + uuid_a + "-__WRIT__");
+  auto r = parse_lock_node(reader(uuid_a, 7));
+  REQUIRE(r.has_value());
+  CHECK(r->kind == node_kind::read);
+  CHECK(r->sequence == 7);
+  CHECK(parse_lock_node(writer(uuid_b, -5))->kind == node_kind::write);
+  for (const auto& bad : {"_c_" + uuid_a + "-__READ_0000000001", "_c_" + uuid_a + "-__READ__000000001",
+                          "_c_" + uuid_a + "-__WRIT__0000000001x", "_c_" + uuid_a + "__WRIT__0000000001",
+                          "_c_" + uuid_a + "-latch-0000000001", "_c_" + uuid_a + "-__read__0000000001"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_lock_node(bad).has_value());
+  }
+  // One path, two recipes: each queue holds its own nodes only.
+  std::vector<std::string> children{writer(uuid_a, 4), node_at(uuid_b, 2), reader(uuid_c, 3), "garbage",
+                                    reader(uuid_a, 1), "_c_" + uuid_a + "-latch-0000000005"};
+  CHECK(names_of(lock_queue(children, queue_family::read_write)) ==
+        std::vector<std::string>{reader(uuid_a, 1), reader(uuid_c, 3), writer(uuid_a, 4)});
+  CHECK(names_of(lock_queue(children, queue_family::mutex)) == std::vector<std::string>{node_at(uuid_b, 2)});
+}
+
+TEST_CASE("read/write verdicts: a writer waits for the node just ahead, a reader for the nearest writer ahead") {
+  // W1 R2 R3 W4 R5 R6 W7
+  auto w1 = writer(uuid_a, 1), r2 = reader(uuid_b, 2), r3 = reader(uuid_c, 3), w4 = writer(uuid_a, 4),
+       r5 = reader(uuid_b, 5), r6 = reader(uuid_c, 6), w7 = writer(uuid_b, 7);
+  auto queue = view_knowing(lock_queue({r6, w7, r3, w1, r5, w4, r2}, queue_family::read_write), {});
+  auto predecessor = [&](const std::string& name) {
+    auto v = decide(queue, parsed(name));
+    return v.what == lock_verdict::held ? std::string("held") : v.predecessor;
+  };
+  CHECK(predecessor(w1) == "held");
+  CHECK(predecessor(r2) == w1);
+  CHECK(predecessor(r3) == w1);  // not r2: readers share
+  CHECK(predecessor(w4) == r3);  // a writer waits for readers too
+  CHECK(predecessor(r5) == w4);  // the writer ahead keeps later readers out
+  CHECK(predecessor(r6) == w4);
+  CHECK(predecessor(w7) == r6);
+  // W1 gone: both readers hold at once; the rest still wait.
+  auto after = view_knowing(lock_queue({r6, w7, r3, r5, w4, r2}, queue_family::read_write), {});
+  CHECK(decide(after, parsed(r2)).what == lock_verdict::held);
+  CHECK(decide(after, parsed(r3)).what == lock_verdict::held);
+  CHECK(decide(after, parsed(w4)).predecessor == r3);
+}
+
+TEST_CASE("a reader never waits for a writer that came after it (kazoo #649's deadlock)") {
+  auto r1 = reader(uuid_a, 1), w2 = writer(uuid_b, 2), r3 = reader(uuid_c, 3), w9 = writer(uuid_a, 9);
+  auto queue = view_knowing(lock_queue({w9, r3, w2, r1}, queue_family::read_write), {});
+  CHECK(decide(queue, parsed(r1)).what == lock_verdict::held);
+  CHECK(decide(queue, parsed(w2)).predecessor == r1);
+  CHECK(decide(queue, parsed(r3)).predecessor == w2);  // not w9
+  // Across the counter's wrap as well.
+  auto r_late = reader(uuid_a, -2147483647), w_early = writer(uuid_b, 2147483646), w_later = writer(uuid_c, -2147483640);
+  auto wrapped = view_knowing(lock_queue({w_later, r_late, w_early}, queue_family::read_write), {});
+  CHECK(decide(wrapped, parsed(r_late)).predecessor == w_early);
+  CHECK(decide(wrapped, parsed(w_later)).predecessor == r_late);
+}
+
+TEST_CASE("read/write: what a reader must list again for is only an unknown writer") {
+  // W1 (another process) R2 (another) W3 (known) R4 (mine)
+  auto w1 = writer(uuid_a, 1), r2 = reader(uuid_b, 2), w3 = writer(uuid_c, 3), r4 = reader(uuid_a, 4);
+  auto one_writer_unknown = view_knowing(lock_queue({w1, r2, w3, r4}, queue_family::read_write), {w3, r4});
+  auto v = decide(one_writer_unknown, parsed(r4));
+  CHECK(v.predecessor == w3);
+  CHECK(v.relist_after);  // W1 may still be there once W3 goes
+  auto only_reader_unknown = view_knowing(lock_queue({r2, w3, r4}, queue_family::read_write), {w3, r4});
+  v = decide(only_reader_unknown, parsed(r4));
+  CHECK(v.predecessor == w3);
+  CHECK_FALSE(v.relist_after);  // R2 never blocks a reader
+  // A writer behind the reader: every unknown node counts.
+  auto w5 = writer(uuid_b, 5);
+  auto v5 = decide(view_knowing(lock_queue({r2, w3, r4, w5}, queue_family::read_write), {w3, r4, w5}), parsed(w5));
+  CHECK(v5.predecessor == r4);
+  CHECK(v5.relist_after);
+}
+
+TEST_CASE("read/write: a downgrade's read node at its write node's place is granted; writers behind still wait") {
+  // The owner holds W3; its read node takes sequence 3 too; W5 queued behind.
+  auto w3 = writer(uuid_a, 3), r3 = reader(uuid_b, 3), w5 = writer(uuid_c, 5), r1 = reader(uuid_c, 1);
+  auto queue = view_knowing(lock_queue({w5, r3, w3}, queue_family::read_write), {});
+  CHECK(decide(queue, parsed(r3), w3).what == lock_verdict::held);
+  CHECK(decide(queue, parsed(r3)).what != lock_verdict::held);  // not exempt: W3 may block it
+  auto v5 = decide(queue, parsed(w5));
+  REQUIRE(v5.what == lock_verdict::wait);
+  CHECK((v5.predecessor == r3 || v5.predecessor == w3));
+  // The write lock released: the writer behind waits for the read node.
+  CHECK(decide(view_knowing(lock_queue({w5, r3}, queue_family::read_write), {}), parsed(w5)).predecessor == r3);
+  // An earlier reader does not change the downgrade's verdict.
+  CHECK(decide(view_knowing(lock_queue({w5, r3, w3, r1}, queue_family::read_write), {}), parsed(r3), w3).what ==
+        lock_verdict::held);
+}
+
+TEST_CASE("read/write verdicts agree with the rule written plainly, for random queues") {
+  std::mt19937 random(23);
+  for (int round = 0; round < 300; ++round) {
+    std::uint32_t counter = random();
+    std::vector<std::string> names;
+    std::set<std::string> known;
+    for (std::uint32_t k = 0, n = 1 + random() % 30; k < n; ++k, counter += 1 + random() % 3) {
+      auto name = random() % 3 ? reader(uuid_a, static_cast<std::int32_t>(counter)) : writer(uuid_b, static_cast<std::int32_t>(counter));
+      names.push_back(name);
+      if (random() % 2) known.insert(name);
+    }
+    auto shuffled = names;
+    std::shuffle(shuffled.begin(), shuffled.end(), random);
+    auto view = view_knowing(lock_queue(shuffled, queue_family::read_write), known);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      auto mine = parsed(names[i]);
+      // The nearest node ahead that blocks mine; unknown blocking nodes ahead of it.
+      std::optional<std::size_t> nearest;
+      for (std::size_t j = i; j-- > 0;)
+        if (blocks(mine.kind, parsed(names[j]).kind)) {
+          nearest = j;
+          break;
+        }
+      auto v = decide(view, mine);
+      CAPTURE(round);
+      CAPTURE(i);
+      if (!nearest) {
+        CHECK(v.what == lock_verdict::held);
+        continue;
+      }
+      bool unknown_ahead = false;
+      for (std::size_t j = 0; j < *nearest; ++j)
+        unknown_ahead = unknown_ahead || (blocks(mine.kind, parsed(names[j]).kind) && !known.count(names[j]));
+      CHECK(v.what == lock_verdict::wait);
+      CHECK(v.predecessor == names[*nearest]);
+      CHECK(v.relist_after == unknown_ahead);
+    }
+  }
+}
+
 namespace {
 
 // A session's engine as known_nodes sees it: a state and a generation.
@@ -267,6 +406,44 @@ TEST_CASE("known nodes: a walk down the nodes below mine, skipping those of sess
   // Expired: its nodes are gone.
   known.session_ended(ref_of(mine_core), true);
   CHECK(known.size() == 0);
+}
+
+TEST_CASE("known nodes: a reader's walk passes readers by, a writer's stops at them") {
+  asio::io_context io;
+  auto core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto w1 = parsed(writer(uuid_a, 1)), r2 = parsed(reader(uuid_b, 2)), r3 = parsed(reader(uuid_c, 3)),
+       r4 = parsed(reader(uuid_a, 4)), w5 = parsed(writer(uuid_b, 5));
+  for (auto& n : {w1, r2, r3, r4, w5}) known.add(n, ref_of(core));
+  CHECK(known.below(r4).name == w1.name);
+  CHECK(known.below(w5).name == r4.name);
+  CHECK(known.below(r4, w1.name).what == known_nodes::below_result::first);  // exempt (a downgrade)
+  known.gone(w1.name);
+  CHECK(known.below(r4).what == known_nodes::below_result::first);
+  // A reader not itself known: the walk still ends.
+  auto r9 = parsed(reader(uuid_c, 9));
+  known.gone(w5.name);
+  CHECK(known.below(r9).what == known_nodes::below_result::first);
+}
+
+TEST_CASE("known nodes: a downgrade's read node beside its write node, at one sequence") {
+  asio::io_context io;
+  auto core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto w3 = parsed(writer(uuid_a, 3)), r3 = parsed(reader(uuid_b, 3)), w5 = parsed(writer(uuid_c, 5));
+  known.add(w3, ref_of(core));
+  known.add(w5, ref_of(core));
+  known.add(r3, ref_of(core), w3.name);
+  CHECK(known.size() == 3);
+  CHECK(known.below(r3, w3.name).what == known_nodes::below_result::first);
+  // The write lock released: the writer behind finds the read node.
+  known.gone(w3.name);
+  CHECK(known.below(w5).name == r3.name);
+  // Another name at a known sequence, not beside it: an earlier incarnation's node, gone.
+  auto other = parsed(writer(uuid_c, 3));
+  known.add(other, ref_of(core));
+  CHECK_FALSE(known.owned_by(r3.name, ref_of(core)));
+  CHECK(known.below(w5).name == other.name);
 }
 
 TEST_CASE("known nodes: the walk goes round the counter's wrap") {

@@ -40,25 +40,6 @@ using asio::awaitable;
 using asio::use_awaitable;
 using asio::experimental::as_tuple;
 
-namespace {
-
-// An acquire started with a callback: what it completed with, once it has.
-struct acquire_outcome {
-  explicit acquire_outcome(asio::io_context& io) : done(io.get_executor()) {}
-  std::optional<std::error_code> ec;
-  lock held;
-  test_event done;
-  auto handler() {
-    return [this](std::error_code e, lock l) {
-      ec = e;
-      held = std::move(l);
-      done.count();
-    };
-  }
-};
-
-}  // namespace
-
 TEST_CASE("a waiter whose node an operator deleted is never granted: it fails with lock_lost, the next is granted") {
   // X waits behind W in the same mutex (one session), or in another session.
   for (bool x_elsewhere : {false, true}) {

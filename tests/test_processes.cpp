@@ -1,14 +1,19 @@
-// The lock across processes: zkasio processes, and zkasio beside Apache
-// Curator's InterProcessMutex (Debian's Curator 5.4), on one path. Every
-// holder logs "enter" and "exit" while holding; overlapping holders show as
-// an enter that does not follow an exit.
+// The locks across processes: zkasio processes, and zkasio beside Apache
+// Curator's InterProcessMutex and InterProcessReadWriteLock (Debian's Curator
+// 5.4), on one path. Every holder logs "enter" and "exit" while holding;
+// overlapping holders show as an enter that does not follow an exit (for the
+// read/write lock: a writer's enter while anyone holds, a reader's while a
+// writer holds).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/session_test.hpp"
@@ -24,15 +29,20 @@ struct contender {
   std::string name;
 };
 
-// Runs the contenders together; true when all exit 0 and the log shows one
-// holder at a time and `rounds` grants for each.
-void run_contenders(const std::vector<contender>& contenders, const std::string& log, int rounds) {
+// Runs the contenders together and checks that all exit 0.
+void run_all(const std::vector<contender>& contenders) {
   std::vector<int> pids;
   for (auto& c : contenders) pids.push_back(spawn(c.argv));
   for (std::size_t i = 0; i < pids.size(); ++i) {
     CAPTURE(contenders[i].name);
     CHECK(wait_child(pids[i], 240s) == 0);
   }
+}
+
+// Runs the contenders together; checks that the log shows one holder at a
+// time and `rounds` grants for each.
+void run_contenders(const std::vector<contender>& contenders, const std::string& log, int rounds) {
+  run_all(contenders);
   std::ifstream in(log);
   std::map<std::string, int> grants;
   std::string holder, line;
@@ -59,6 +69,74 @@ void run_contenders(const std::vector<contender>& contenders, const std::string&
   }
 }
 
+// What a read/write lock's log shows: "enter MODE NAME" / "exit MODE NAME".
+struct read_write_log {
+  int violations = 0;     // a writer beside anyone, a reader beside a writer
+  int most_readers = 0;   // readers holding at once, at most
+  int mixed_readers = 0;  // grants of a reader while a reader of the other kind held
+  std::map<std::string, int> grants;
+  int lines = 0;
+};
+read_write_log read_write_log_of(const std::string& log) {
+  read_write_log result;
+  std::ifstream in(log);
+  std::set<std::string> readers;
+  std::string writer, line;
+  auto kind = [](const std::string& name) { return name.substr(0, name.find('-')); };
+  while (std::getline(in, line)) {
+    ++result.lines;
+    std::istringstream words(line);
+    std::string what, mode, who;
+    words >> what >> mode >> who;
+    if (what == "enter") {
+      ++result.grants[who];
+      if (!writer.empty() || (mode == "write" && !readers.empty())) ++result.violations;
+      if (mode == "write") {
+        writer = who;
+      } else {
+        for (auto& r : readers) result.mixed_readers += kind(r) != kind(who);
+        readers.insert(who);
+        result.most_readers = std::max(result.most_readers, static_cast<int>(readers.size()));
+      }
+    } else if (what == "exit") {
+      if (mode == "write" ? writer != who : readers.erase(who) != 1) ++result.violations;
+      if (mode == "write") writer.clear();
+    }
+  }
+  return result;
+}
+
+// The Curator contender `java_class` (tests/interop), compiled with the
+// machine's Java and Debian's jars: the command line that runs it, but for
+// its arguments; deletes the classes when destroyed.
+struct curator_program {
+  explicit curator_program(const std::string& java_class)
+      : classes(std::filesystem::temp_directory_path() /
+                ("zkasio-curator-" + java_class + "-" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(classes);
+    for (auto* jar : {"curator-framework", "curator-client", "curator-recipes", "zookeeper",
+                      "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop", "failureaccess"}) {
+      auto file = std::string("/usr/share/java/") + jar + ".jar";
+      if (std::filesystem::exists(file)) classpath += (classpath.empty() ? "" : ":") + file;
+    }
+    auto compiled = run_command({"javac", "-cp", classpath, "-d", classes.string(),
+                                 source_dir() + "/tests/interop/" + java_class + ".java"});
+    INFO(compiled.output);
+    REQUIRE(compiled.status == 0);
+    command = {"java", "-cp", classes.string() + ":" + classpath, java_class};
+  }
+  ~curator_program() { std::filesystem::remove_all(classes); }
+  std::vector<std::string> with(std::vector<std::string> args) const {
+    auto argv = command;
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  std::filesystem::path classes;
+  std::string classpath;
+  std::vector<std::string> command;
+};
+
 std::string temp_log(const std::string& name) {
   auto path = std::filesystem::temp_directory_path() /
               ("zkasio-" + name + "-" + std::to_string(getpid()) + ".log");
@@ -84,32 +162,72 @@ TEST_CASE("mutual exclusion across 6 processes") {
 }
 
 TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path") {
-  // Compile the Curator contender with the machine's Java and Debian's jars.
-  auto classes = std::filesystem::temp_directory_path() / ("zkasio-curator-" + std::to_string(getpid()));
-  std::filesystem::create_directories(classes);
-  std::string classpath;
-  for (auto* jar : {"curator-framework", "curator-client", "curator-recipes", "zookeeper",
-                    "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop", "failureaccess"}) {
-    auto file = std::string("/usr/share/java/") + jar + ".jar";
-    if (std::filesystem::exists(file)) classpath += (classpath.empty() ? "" : ":") + file;
-  }
-  auto compiled = run_command({"javac", "-cp", classpath, "-d", classes.string(),
-                               source_dir() + "/tests/interop/CuratorContender.java"});
-  INFO(compiled.output);
-  REQUIRE(compiled.status == 0);
-
+  curator_program curator("CuratorContender");
   auto log = temp_log("interop");
   auto path = unique_path("mutex-interop");
   constexpr int rounds = 30;
   std::vector<contender> contenders;
   for (int i = 0; i < 2; ++i) {
-    auto zk = "zkasio-" + std::to_string(i), curator = "curator-" + std::to_string(i);
+    auto zk = "zkasio-" + std::to_string(i), other = "curator-" + std::to_string(i);
     contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(rounds), log}, zk});
-    contenders.push_back({{"java", "-cp", classes.string() + ":" + classpath, "CuratorContender",
-                           shared_hosts(), path, curator, std::to_string(rounds), log},
-                          curator});
+    contenders.push_back({curator.with({shared_hosts(), path, other, std::to_string(rounds), log}), other});
   }
   run_contenders(contenders, log, rounds);
   std::filesystem::remove(log);
-  std::filesystem::remove_all(classes);
+}
+
+TEST_CASE("the read/write lock across 4 processes: writers exclude everyone, readers share") {
+  auto log = temp_log("read-write-processes");
+  auto path = unique_path("read-write-processes");
+  constexpr int rounds = 60;
+  std::vector<contender> contenders;
+  for (auto* mode : {"read", "read", "read", "write"}) {
+    auto name = "zkasio-" + std::to_string(contenders.size());
+    contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, name, std::to_string(rounds), log, mode}, name});
+  }
+  run_all(contenders);
+  auto seen = read_write_log_of(log);
+  CHECK(seen.violations == 0);
+  CHECK(seen.lines == static_cast<int>(contenders.size()) * rounds * 2);
+  CHECK(seen.most_readers >= 2);  // they did share
+  for (auto& c : contenders) CHECK(seen.grants[c.name] == rounds);
+  std::filesystem::remove(log);
+}
+
+TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
+  curator_program curator("CuratorReadWriteContender");
+  auto log = temp_log("read-write-interop");
+  auto path = unique_path("read-write-interop");
+  // Curator's side starts first and runs longer (a JVM starts slowly): the
+  // zkasio processes start once every Curator contender has held the lock.
+  constexpr int curator_rounds = 150, zkasio_rounds = 40;
+  std::vector<contender> curators, zkasios;
+  for (auto* mode : {"read", "read", "write"}) {
+    auto zk = "zkasio-" + std::to_string(zkasios.size()), other = "curator-" + std::to_string(curators.size());
+    zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log, mode}, zk});
+    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds), mode, log}), other});
+  }
+  std::vector<int> curator_pids;
+  for (auto& c : curators) curator_pids.push_back(spawn(c.argv));
+  auto all_held = [&] {
+    auto seen = read_write_log_of(log);
+    return std::all_of(curators.begin(), curators.end(), [&](auto& c) { return seen.grants[c.name] > 0; });
+  };
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!all_held() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);  // polls a file
+  CHECK(all_held());
+  run_all(zkasios);
+  for (std::size_t i = 0; i < curator_pids.size(); ++i) {
+    CAPTURE(curators[i].name);
+    CHECK(wait_child(curator_pids[i], 240s) == 0);
+  }
+  auto seen = read_write_log_of(log);
+  CHECK(seen.violations == 0);
+  CHECK(seen.lines == 3 * (curator_rounds + zkasio_rounds) * 2);
+  MESSAGE("readers at once at most: " << seen.most_readers << "; zkasio and Curator readers together: "
+                                       << seen.mixed_readers << " times");
+  CHECK(seen.mixed_readers > 0);  // zkasio and Curator readers did share
+  for (auto& c : curators) CHECK(seen.grants[c.name] == curator_rounds);
+  for (auto& c : zkasios) CHECK(seen.grants[c.name] == zkasio_rounds);
+  std::filesystem::remove(log);
 }

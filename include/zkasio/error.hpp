@@ -54,6 +54,7 @@ enum class error : int {
   not_held,              // release or revoke of a lock that is not held
   lock_busy,             // try_acquire: another contender holds the lock
   lock_timeout,          // acquire_for / acquire_until: the deadline passed first
+  would_deadlock,        // a read holder asked for the write lock: it would wait for itself
 };
 
 const std::error_category& error_category() noexcept;

@@ -31,6 +31,21 @@ struct proxied_server {
   asio::io_context io;
 };
 
+// An acquire's outcome, for acquires started with a callback.
+struct acquire_outcome {
+  explicit acquire_outcome(asio::io_context& io) : done(io.get_executor()) {}
+  std::optional<std::error_code> ec;
+  lock held;
+  test_event done;
+  auto handler() {
+    return [this](std::error_code e, lock l) {
+      ec = e;
+      held = std::move(l);
+      done.count();
+    };
+  }
+};
+
 // When a lock's lost signal fired: `fired` happens then, `at` says when.
 struct lost_signal_log {
   explicit lost_signal_log(asio::io_context& io) : fired(io.get_executor()) {}
@@ -44,25 +59,29 @@ struct lost_signal_log {
   std::chrono::steady_clock::time_point at{};
 };
 
-// The lock nodes under `path`, as the server has them, in queue order.
-inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, std::string path) {
+using zkasio::detail::queue_family;
+
+// The lock nodes (of `family`) under `path`, as the server has them, in queue order.
+inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, std::string path,
+                                                            queue_family family = queue_family::mutex) {
   using asio::experimental::as_tuple;
   auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
   std::vector<std::string> nodes;
-  for (auto& n : zkasio::detail::lock_queue(kids.names)) nodes.push_back(n.name);
+  for (auto& n : zkasio::detail::lock_queue(kids.names, family)) nodes.push_back(n.name);
   co_return nodes;
 }
 
 // Waits (at most `limit`) until `path` has exactly `count` lock nodes. (Parameters
 // by value: a coroutine may outlive its caller's temporaries.)
 inline asio::awaitable<bool> settles_at(session& s, std::string path, std::size_t count,
-                                        std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+                                        std::chrono::milliseconds limit = std::chrono::seconds(10),
+                                        queue_family family = queue_family::mutex) {
   using namespace asio::experimental::awaitable_operators;
   using asio::experimental::as_tuple;
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
-    if (zkasio::detail::lock_queue(kids.names).size() == count) co_return true;
+    if (zkasio::detail::lock_queue(kids.names, family).size() == count) co_return true;
     if (std::chrono::steady_clock::now() > deadline) co_return false;
     asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
     co_await (s.async_wait_children_changed(path, kids.stat.cversion, as_tuple(asio::use_awaitable)) ||

@@ -9,6 +9,10 @@
 // What it knows, and the rules that keep it true:
 // - An entry is added when a create's reply names the node (or the node was
 //   found by its uuid after a lost reply), with the session it belongs to.
+//   Nodes are told apart by sequence and name: one sequence is one node, but
+//   for a downgrade's read node, which takes the sequence of its owner's
+//   write node (so it is the one node that can appear below a contender after
+//   that contender's listing: it is known before it exists, see lock_engine).
 // - An entry is removed only when its node is known to be gone: its owner
 //   deleted it (or found it gone), a watcher saw it deleted, or its session
 //   is over (expired or closed: every ephemeral node of it is gone). So "not
@@ -76,7 +80,8 @@ class known_nodes {
   // The object for `path` on the ensemble `hosts`.
   static std::shared_ptr<known_nodes> of(const std::string& hosts, const std::string& path);
 
-  void add(const lock_node& node, session_ref owner);
+  // `beside`: the write node whose sequence a downgrade's read node shares.
+  void add(const lock_node& node, session_ref owner, std::string_view beside = {});
   // The node is gone; its local waiters are woken.
   void gone(std::string_view name);
   // The session `owner` ended (expired: `nodes_gone`, or closed): the local
@@ -86,14 +91,15 @@ class known_nodes {
   // A listing as a queue, with the nodes this process does not know counted.
   queue_view view(std::vector<lock_node> queue) const;
 
-  // The known node just below `mine` that may still be there, for a walk
-  // down the queue (entries of sessions that are over are dropped on the way).
+  // The nearest known node below `mine` that may still be there and blocks
+  // it (lock_queue.hpp's blocks; not `exempt`), for a walk down the queue
+  // (entries of sessions that are over are dropped on the way).
   struct below_result {
     enum { first, node, relist } what = first;  // relist: a session not connected is below
     std::string name{};
     session_ref owner{};
   };
-  below_result below(const lock_node& mine);
+  below_result below(const lock_node& mine, std::string_view exempt = {});
 
   // Whether `name` is known as a node of the session `owner`.
   bool owned_by(std::string_view name, const session_ref& owner) const;
@@ -111,12 +117,17 @@ class known_nodes {
     asio::any_io_executor executor;
   };
   struct entry {
-    std::string name;
+    node_kind kind;
     session_ref owner;
     std::vector<local_waiter> waiters;
   };
-  using entries = std::map<sequence_number, entry>;
+  // By sequence, then name: a downgrade's read node shares its write node's
+  // sequence.
+  using key = std::pair<sequence_number, std::string>;
+  using entries = std::map<key, entry>;
 
+  // With guard_ held: the entry of `name`, or end().
+  entries::iterator find(std::string_view name);
   // With guard_ held: removes `it`, handing its waiters to `woken`.
   void erase(entries::iterator it, std::vector<local_waiter>& woken);
   static void wake(std::vector<local_waiter>& woken);

@@ -1,6 +1,6 @@
-// The fair lock's decisions, free of I/O: lock node names as Apache Curator's
-// InterProcessMutex writes them, the queue they form, and what a contender
-// does given a listing of the lock's children.
+// The fair locks' decisions, free of I/O: contender node names as Apache
+// Curator's lock recipes write them, the queue they form, and what a
+// contender does given a listing of the lock's children.
 #pragma once
 
 #include <cstdint>
@@ -27,50 +27,81 @@ constexpr bool sequence_before(sequence_number a, sequence_number b) noexcept {
 // The suffix's value, or nullopt unless it is exactly what the server writes.
 std::optional<sequence_number> parse_sequence(std::string_view suffix);
 
-// "_c_<uuid>-lock-<sequence>": Curator's protected name for a lock node.
+// What a contender's node is, by the lock name Curator's recipes put between
+// "_c_<uuid>-" and the sequence.
+enum class node_kind : std::uint8_t {
+  lock,   // "lock-": InterProcessMutex (zkasio::mutex)
+  read,   // "__READ__": InterProcessReadWriteLock's readers (zkasio::shared_mutex)
+  write,  // "__WRIT__": its writers
+};
+std::string_view lock_name(node_kind kind) noexcept;
+
+// The kinds of node that form one queue (one recipe's, on one path); the
+// others under the path are ignored, as Curator's recipes ignore them.
+enum class queue_family : std::uint8_t {
+  mutex,       // lock
+  read_write,  // read and write, in one sequence space
+};
+bool in_family(node_kind kind, queue_family family) noexcept;
+
+// Whether a node of kind `other` ahead of mine in the queue keeps mine from
+// the lock: every node does, but a reader waits only for writers.
+constexpr bool blocks(node_kind mine, node_kind other) noexcept {
+  return mine != node_kind::read || other == node_kind::write;
+}
+
+// "_c_<uuid>-<lock name><sequence>": Curator's protected name for a contender.
 struct lock_node {
   std::string name;
   std::string uuid;
+  node_kind kind = node_kind::lock;
   sequence_number sequence = 0;
 };
 
 // A random (version 4) UUID in canonical text form; never the same in a
 // forked child as in its parent.
 std::string make_uuid();
-// What a contender passes to a sequential create: "_c_<uuid>-lock-".
-std::string lock_node_prefix(std::string_view uuid);
-// The node's parts, or nullopt for a name that is not a lock node.
+// What a contender passes to a sequential create: "_c_<uuid>-<lock name>".
+std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);
+// The node's parts, or nullopt for a name that is no contender's node.
 std::optional<lock_node> parse_lock_node(std::string_view name);
 
-// The lock nodes among `children` in the order the server's counter made them
-// (by sequence number, circularly from the widest gap between two of them,
-// never by whole name); other children are ignored. A total order for any
-// listing, so any garbage sorts safely.
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children);
+// The nodes of `family` among `children` in the order the server's counter
+// made them (by sequence number, circularly from the widest gap between two
+// of them, never by whole name); other children are ignored. A total order
+// for any listing, so any garbage sorts safely.
+std::vector<lock_node> lock_queue(const std::vector<std::string>& children,
+                                  queue_family family = queue_family::mutex);
 
-// One listing of the lock's children as a queue (from lock_queue), shared by
-// every contender of the mutex it answers (so N contenders cost one listing).
+// One listing as a queue (from lock_queue), shared by every contender of the
+// lock object it answers (so N contenders cost one listing).
 struct queue_view {
-  std::vector<lock_node> nodes;              // in queue order
-  std::vector<std::uint32_t> others_before;  // [i]: nodes before i this process does not know
+  static constexpr std::uint32_t none = UINT32_MAX;
+  std::vector<lock_node> nodes;  // in queue order
+  // [i]: nodes before i this process does not know; writers among them.
+  std::vector<std::uint32_t> others_before, other_writers_before;
+  std::vector<std::uint32_t> writer_before;  // [i]: the nearest write node before i, or none
 };
 // `known(node)`: whether this process knows the node (see known_nodes.hpp).
 queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known);
 
-// What the contender whose node is `mine` does next.
+// What the contender whose node is `mine` does next: "who is my predecessor",
+// for every recipe (see blocks). `exempt`: a node of the contender's own
+// owner that does not block it (a write holder taking the read lock).
 struct lock_verdict {
   enum kind {
-    held,     // mine is first: the lock is granted
+    held,     // nothing ahead of mine blocks it: the lock is granted
     wait,     // wait for `predecessor` to go, then look again
     missing,  // mine is not there (deleted, or its session is gone)
   } what = missing;
-  std::string predecessor{};  // with wait: the node just before mine
-  // With wait: a node this process does not know lies below the predecessor,
-  // so once the predecessor is gone the queue must be listed again. Otherwise
-  // only known nodes can be left below mine, and the process knows which.
+  std::string predecessor{};  // with wait: the nearest node ahead that blocks mine
+  // With wait: a node this process does not know that would block mine lies
+  // ahead of the predecessor, so once the predecessor is gone the queue must
+  // be listed again. Otherwise only known nodes can block mine then, and the
+  // process knows which.
   bool relist_after = false;
 };
-lock_verdict decide(const queue_view& queue, const lock_node& mine);
+lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt = {});
 
 // The node with `uuid` in `children`, if any: how a contender finds its node
 // after a create whose reply was lost.

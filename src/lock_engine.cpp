@@ -1,4 +1,4 @@
-#include <zkasio/mutex.hpp>
+#include <zkasio/detail/lock_engine.hpp>
 
 #include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
@@ -39,13 +39,14 @@ lock_strand make_lock_strand(const asio::any_io_executor& executor) {
   return asio::make_strand(executor);
 }
 
-struct mutex_state {
-  mutex_state(session& owner, std::string path, mutex_options options)
-      : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)),
+struct engine_state {
+  engine_state(session& owner, std::string path, lock_options options, queue_family family)
+      : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)), family(family),
         strand(make_lock_strand(s.get_executor())), known(known_nodes::of(s.hosts(), this->path)) {}
   session s;  // a view: what outlives the user's session object gets session_closed
   std::string path;
-  mutex_options options;
+  lock_options options;
+  queue_family family;  // the recipe's node kinds
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
@@ -53,7 +54,7 @@ struct mutex_state {
   // Withdraws report_session_end's wait (emitted on the strand).
   std::shared_ptr<asio::cancellation_signal> stop_reporting = std::make_shared<asio::cancellation_signal>();
 
-  ~mutex_state() {
+  ~engine_state() {
     asio::dispatch(strand, [stop = stop_reporting] { stop->emit(asio::cancellation_type::terminal); });
   }
 
@@ -76,9 +77,10 @@ struct listing_round {
 // A node held, shared by the grants of one owner (reentrancy). Touched on the
 // mutex's strand, but for the flags that observers read from any thread.
 struct hold {
-  std::shared_ptr<mutex_state> mutex;
+  std::shared_ptr<engine_state> engine;
   std::string name;  // under the lock path
   std::string node;  // full path
+  node_kind kind = node_kind::lock;
   std::int64_t czxid = 0;
   std::int32_t version = 0;
   std::int64_t owner_id = 0;  // the node's ephemeral owner
@@ -125,7 +127,7 @@ loss loss_of(std::error_code ec) {
 
 void lose(hold& h, loss why) {
   if (why == loss::none || h.released) return;
-  if (why == loss::node_gone || why == loss::session_over) h.mutex->known->gone(h.name);
+  if (why == loss::node_gone || why == loss::session_over) h.engine->known->gone(h.name);
   if (h.lost.exchange(true)) return;
   // A handler may release its own grant (and so edit the list) as it runs.
   std::vector<std::shared_ptr<grant>> grants;
@@ -170,7 +172,7 @@ class background {
 //
 // Relies on the order of replies: see send_create.
 awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
-    std::shared_ptr<mutex_state> m) {
+    std::shared_ptr<engine_state> m) {
   auto round = m->next_listing;
   if (!round) {
     round = m->next_listing = std::make_shared<listing_round>(m->strand);
@@ -180,7 +182,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
       m->s.async_get_children(
           m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
             round->ec = ec;
-            if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names)));
+            if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
             round->done = true;
             round->ready.cancel();
           }));
@@ -197,7 +199,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // never another session's node. lock_lost when it was gone already (or went
 // with its session); a retry that finds it gone counts as deleted: the
 // first attempt took effect.
-awaitable<std::error_code> delete_node(std::shared_ptr<mutex_state> m, std::string name,
+awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
                                        std::int64_t owner_id) {
   auto& s = m->s;
   for (bool retry = false;; retry = true) {
@@ -231,7 +233,12 @@ struct create_reply {
 
 // What an acquire knows of its node.
 struct attempt {
-  std::string uuid;
+  node_kind kind = node_kind::lock;
+  // A downgrade (a write holder's read lock): the node takes the write node's
+  // sequence (a plain ephemeral create) so that no writer queued behind the
+  // write lock can pass the read lock; the write node does not block it.
+  std::optional<std::string> downgrade_of{};  // the write node's name
+  std::string uuid{};
   std::uint64_t generation = 0;  // of the session when the create was sent
   bool submitted = false;        // a create may have taken effect
   bool gone = false;             // the node is known to be gone
@@ -240,13 +247,18 @@ struct attempt {
   std::shared_ptr<create_reply> reply{};  // of the latest create
 };
 
+// The node of its own owner that does not block an attempt.
+std::string_view exempt(const attempt& a) {
+  return a.downgrade_of ? std::string_view(*a.downgrade_of) : std::string_view();
+}
+
 // After a failed or cancelled acquire: deletes the attempt's node if its
 // create took effect: by name when its reply came, else found by uuid (a
 // session's requests run in order, so a listing sent now sees a node created
 // before). Only a node whose ephemeral owner is the current session: a node
 // of an earlier session of this one went with it, and a node of another
 // process never carries our uuid (and is never taken for ours if it did).
-awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, attempt a) {
+awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
   auto& s = m->s;
   while (a.node.name.empty()) {
     auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
@@ -276,7 +288,7 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<mutex_state> m, a
 
 // Watches the holder's node: deleted, or revoked (Curator's protocol).
 awaitable<loss> watch_node(std::shared_ptr<hold> h) {
-  auto& s = h->mutex->s;
+  auto& s = h->engine->s;
   auto version = h->version;
   for (;;) {
     auto [ec, event] = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
@@ -293,7 +305,7 @@ awaitable<loss> watch_node(std::shared_ptr<hold> h) {
 
 // The holder's node is gone: deleted, or its session over.
 awaitable<loss> node_gone(std::shared_ptr<hold> h) {
-  auto [ec] = co_await h->mutex->s.async_wait_deleted(h->node, as_tuple(use_awaitable));
+  auto [ec] = co_await h->engine->s.async_wait_deleted(h->node, as_tuple(use_awaitable));
   if (ec == asio::error::operation_aborted) co_return loss::none;
   co_return ec ? loss_of(ec) : loss::node_gone;
 }
@@ -304,8 +316,8 @@ awaitable<loss> node_gone(std::shared_ptr<hold> h) {
 // (session::last_contact: connected or not, since a follower that lost its
 // leader goes on answering for a while).
 awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation, bool deadlines) {
-  auto& s = h->mutex->s;
-  auto& options = h->mutex->options;
+  auto& s = h->engine->s;
+  auto& options = h->engine->options;
   asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
   auto state = s.state();
   for (;;) {
@@ -349,7 +361,7 @@ awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
 void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
   // The handler keeps the hold (and so its signals) alive until the monitor
   // has let go of the slot.
-  asio::co_spawn(h->mutex->strand, monitor(h, generation),
+  asio::co_spawn(h->engine->strand, monitor(h, generation),
                  asio::bind_cancellation_slot(h->stop_monitor.slot(), [h](std::exception_ptr) {}));
 }
 
@@ -370,9 +382,9 @@ awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
   if (--h->grants > 0) co_return h->lost ? make_error_code(error::lock_lost) : std::error_code{};
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
-  std::erase_if(h->mutex->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
-  background<std::error_code> deleting(h->mutex->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
-    auto ec = co_await delete_node(h->mutex, h->name, h->owner_id);
+  std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
+  background<std::error_code> deleting(h->engine->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
+    auto ec = co_await delete_node(h->engine, h->name, h->owner_id);
     h->stop_monitor.emit(asio::cancellation_type::terminal);
     co_return ec;
   }(h));
@@ -407,12 +419,19 @@ using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 // mutex's strand, which runs what is posted to it in order. test_session's
 // "completions of one session run in the order of its requests" breaks if
 // any of these changes.
-std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m, attempt& a) {
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
   auto reply = a.reply = std::make_shared<create_reply>();
-  const create_options mode(create_mode::ephemeral_sequential);
-  m->s.async_create(m->full(lock_node_prefix(a.uuid)), m->options.data, mode,
-                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation)](
-                                                        std::error_code ec, created made) {
+  auto name = lock_node_prefix(a.uuid, a.kind);
+  create_options mode(create_mode::ephemeral_sequential);
+  if (a.downgrade_of) {
+    auto write = lock_name(node_kind::write);
+    name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
+    mode = create_options(create_mode::ephemeral);
+  }
+  m->s.async_create(m->full(name), m->options.data, mode,
+                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
+                                                     beside = std::string(exempt(a))](std::error_code ec,
+                                                                                      created made) {
                        reply->done = true;
                        reply->ec = ec;
                        if (ec) return;
@@ -420,7 +439,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
                        reply->stat = made.stat;
                        if (auto node = parse_lock_node(name)) {
                          reply->node = std::move(*node);
-                         if (!reply->abandoned) m->known->add(reply->node, owner);
+                         if (!reply->abandoned) m->known->add(reply->node, owner, beside);
                        } else {  // the server named it as no server does: delete it by name
                          reply->node.name = std::string(name);
                          reply->ec = make_error_code(error::system_error);
@@ -435,7 +454,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<mutex_state>& m,
 // was made, went with it, and like every waiter of that session this one
 // ends (it is not queued again in the next session).
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
-awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m, attempt& a) {
+awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a) {
   auto& s = m->s;
   auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
   if (connect_ec) co_return listing(connect_ec, nullptr);
@@ -458,13 +477,14 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<mutex_state> m,
   if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
   a.node = std::move(*found);
   a.stat = *st;
-  m->known->add(a.node, m->session_in(a.generation));
-  co_return listing(std::error_code{}, std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names))));
+  m->known->add(a.node, m->session_in(a.generation), exempt(a));
+  co_return listing(std::error_code{},
+                    std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family))));
 }
 
 // Creates this attempt's node and lists the queue in one round trip; after a
 // lost create reply finds the node by its uuid (and only in this session).
-awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
+awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
   auto& s = m->s;
   for (int parents_made = 0;;) {
     a.generation = s.generation();
@@ -495,7 +515,7 @@ awaitable<listing> create_node(std::shared_ptr<mutex_state> m, attempt& a) {
 
 // Waits for the node `name` to go: in this process when it is a node of the
 // same session (see known_nodes), else with a watch on the server.
-awaitable<std::error_code> wait_gone(std::shared_ptr<mutex_state> m, const attempt& a, const std::string& name) {
+awaitable<std::error_code> wait_gone(std::shared_ptr<engine_state> m, const attempt& a, const std::string& name) {
   if (m->known->owned_by(name, m->session_in(a.generation))) {
     auto token = as_tuple(use_awaitable);
     auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
@@ -518,7 +538,7 @@ enum class turn { first, relist };
 // relist when the queue must be listed again.
 // (The verdict's parts as parameters: g++ 12 may destroy an aggregate passed
 // by value in a co_await twice.)
-awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_state> m, const attempt& a,
+awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<engine_state> m, const attempt& a,
                                                        std::string predecessor, bool relist_after) {
   for (;;) {
     auto ec = co_await wait_gone(m, a, predecessor);
@@ -526,7 +546,7 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_sta
     if (ec) co_return std::make_tuple(ec, turn::relist);
     if (relist_after) co_return std::make_tuple(std::error_code{}, turn::relist);
     // Only known nodes were below: which of them may still be there is known.
-    auto next = m->known->below(a.node);
+    auto next = m->known->below(a.node, exempt(a));
     if (next.what == known_nodes::below_result::first) co_return std::make_tuple(std::error_code{}, turn::first);
     if (next.what == known_nodes::below_result::relist) co_return std::make_tuple(std::error_code{}, turn::relist);
     predecessor = std::move(next.name);
@@ -535,13 +555,13 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<mutex_sta
 
 // Whether mine is still there (an operator may have deleted it while it
 // waited): a grant needs its node.
-awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<mutex_state> m, const attempt& a) {
+awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<engine_state> m, const attempt& a) {
   auto [ec, st] = co_await m->s.async_exists(m->full(a.node.name), as_tuple(use_awaitable));
   co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner);
 }
 
 // The whole acquire: create, then wait in the queue until first.
-awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_state> m,
+awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_state> m,
                                                       std::optional<owner> who, bool try_once,
                                                       attempt& a) {
   auto& s = m->s;
@@ -553,7 +573,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
     if (ec) co_return std::make_tuple(ec, lock{});
     if (s.generation() != a.generation)
       co_return std::make_tuple(make_error_code(error::session_expired), lock{});
-    auto verdict = decide(*view, a.node);
+    auto verdict = decide(*view, a.node, exempt(a));
     view.reset();  // a waiter keeps no listing: there may be thousands of both
     if (verdict.what == lock_verdict::missing) {
       a.gone = true;
@@ -578,10 +598,20 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
       }
     }
+    // A downgrade is granted only if its write node is still there once the
+    // read node is known (see known_nodes): a writer of this process that saw
+    // the write node go before would not have seen the read node.
+    if (a.downgrade_of) {
+      auto [check_ec, st] = co_await s.async_exists(m->full(*a.downgrade_of), as_tuple(use_awaitable));
+      if (check_ec) co_return std::make_tuple(check_ec, lock{});
+      if (!st || st->ephemeral_owner != a.stat.ephemeral_owner)
+        co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
+    }
     auto h = std::make_shared<hold>();
-    h->mutex = m;
+    h->engine = m;
     h->name = a.node.name;
     h->node = m->full(a.node.name);
+    h->kind = a.kind;
     h->czxid = a.stat.czxid;
     h->version = a.stat.version;
     h->owner_id = a.stat.ephemeral_owner;
@@ -595,7 +625,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<mutex_stat
 
 // queue_up, or lock_timeout at the deadline. (Its own frame: a waiter
 // without a deadline carries no timer.)
-awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<mutex_state> m,
+awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<engine_state> m,
                                                             std::optional<owner> who, bool try_once,
                                                             attempt& a,
                                                             std::chrono::steady_clock::time_point deadline) {
@@ -612,8 +642,8 @@ std::atomic<std::uint64_t> next_owner_id{1};
 
 // Tells known_nodes when this mutex's session ends (see known_nodes.hpp),
 // for as long as the mutex lives: one pending state wait per mutex, withdrawn
-// by ~mutex_state.
-void report_session_end(std::weak_ptr<mutex_state> weak, session_state known, std::uint64_t generation) {
+// by ~engine_state.
+void report_session_end(std::weak_ptr<engine_state> weak, session_state known, std::uint64_t generation) {
   auto m = weak.lock();
   if (!m) return;
   m->s.async_wait_state_change(
@@ -640,13 +670,13 @@ owner::owner() : id_(detail::next_owner_id.fetch_add(1, std::memory_order_relaxe
 
 // ----------------------------------------------------------------- lock
 
-lock::lock(std::shared_ptr<detail::grant> grant) : grant_(std::move(grant)), mutex_(grant_->held->mutex) {}
+lock::lock(std::shared_ptr<detail::grant> grant) : grant_(std::move(grant)), engine_(grant_->held->engine) {}
 
 lock& lock::operator=(lock&& other) noexcept {
   if (this != &other) {
     lock old(std::move(*this));
     grant_ = std::move(other.grant_);
-    mutex_ = std::move(other.mutex_);
+    engine_ = std::move(other.engine_);
   }
   return *this;
 }
@@ -656,7 +686,7 @@ lock::~lock() = default;  // the grant gives its share back (see detail::grant)
 detail::grant::~grant() {
   if (given_back || !held) return;
   // In the background; the delete is retried while the session lives.
-  asio::co_spawn(held->mutex->strand, give_back(held), asio::detached);
+  asio::co_spawn(held->engine->strand, give_back(held), asio::detached);
 }
 
 bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
@@ -671,8 +701,8 @@ asio::cancellation_slot lock::lost_slot() {
   return grant_->lost_signal.slot();
 }
 asio::any_io_executor lock::get_executor() const {
-  if (!mutex_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
-  return mutex_->strand;
+  if (!engine_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
+  return engine_->strand;
 }
 
 asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
@@ -689,33 +719,57 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
     co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
   auto& hold = *grant->held;
   ops.insert(ops.begin(), op::check{hold.node, any_version});
-  auto [ec, results] = co_await hold.mutex->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
+  auto [ec, results] = co_await hold.engine->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
   // The check failed: the node is gone, so the lock was lost.
   if (ec == error::no_node && !results.empty() && results.front().error == error::no_node)
     ec = make_error_code(error::lock_lost);
   co_return std::make_tuple(ec, std::move(results));
 }
 
-// ----------------------------------------------------------------- mutex
+// ----------------------------------------------------------------- engine
 
-mutex::mutex(session& s, std::string_view path, mutex_options options)
-    : state_(std::make_shared<detail::mutex_state>(s, std::string(path), std::move(options))) {
+namespace detail {
+
+std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
+                                          queue_family family) {
   if (auto problem = path_problem(path); !problem.empty())
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
     throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
-  detail::report_session_end(state_, s.state(), s.generation());
+  auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family);
+  report_session_end(engine, s.state(), s.generation());
+  return engine;
 }
 
-mutex::~mutex() = default;
+lock_strand strand_of(const engine_state& engine) { return engine.strand; }
+const std::string& path_of(const engine_state& engine) { return engine.path; }
 
-mutex::executor_type mutex::get_executor() const { return state_->strand; }
-const std::string& mutex::path() const { return state_->path; }
+namespace {
 
-asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
-    std::shared_ptr<detail::mutex_state> state, std::optional<owner> who, bool try_once,
-    std::optional<std::chrono::steady_clock::time_point> deadline) {
-  using namespace detail;
+// What an owner's acquire does with the holds it has on this lock object.
+struct reentry {
+  enum { none, again, lost, deadlock, downgrade } what = none;
+  std::shared_ptr<hold> h{};
+};
+reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
+  std::shared_ptr<hold> same, write;
+  bool reads = false;
+  for (auto& weak : m.holds)
+    if (auto h = weak.lock(); h && h->who == who && !h->released) {
+      if (h->kind == kind) same = h;
+      if (h->kind == node_kind::write) write = h;
+      reads = reads || h->kind == node_kind::read;
+    }
+  if (same) return {same->lost ? reentry::lost : reentry::again, same};
+  if (kind == node_kind::write && reads) return {reentry::deadlock};
+  if (kind == node_kind::read && write) return {write->lost ? reentry::lost : reentry::downgrade, write};
+  return {};
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> state,
+                                                         acquire_request request) {
   // Partial cancellation too, from now on; a cancellation that came before
   // this coroutine ran is in the state that the reset replaces.
   auto early = (co_await asio::this_coro::cancellation_state).cancelled();
@@ -729,20 +783,23 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
       });
   if (early != asio::cancellation_type::none)
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
-  if (who) {
-    for (auto& weak : state->holds)
-      if (auto h = weak.lock(); h && h->who == who && !h->released) {
-        // Queueing behind its own node would wait for ever.
-        if (h->lost) co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
-        co_return std::make_tuple(std::error_code{}, grant_of(h));
-      }
+  attempt a{.kind = request.kind, .uuid = make_uuid(), .node = {}, .stat = {}};
+  if (request.who) {
+    // (Queueing behind its own node would wait for ever.)
+    auto again = reentry_of(*state, *request.who, request.kind);
+    switch (again.what) {
+      case reentry::none: break;
+      case reentry::again: co_return std::make_tuple(std::error_code{}, grant_of(again.h));
+      case reentry::lost: co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
+      case reentry::deadlock: co_return std::make_tuple(make_error_code(error::would_deadlock), lock{});
+      case reentry::downgrade: a.downgrade_of = again.h->name; break;
+    }
   }
-  attempt a{.uuid = make_uuid(), .node = {}, .stat = {}};
   std::tuple<std::error_code, lock> result;
   try {
     // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-    if (deadline) result = co_await queue_up_until(state, who, try_once, a, *deadline);
-    else result = co_await queue_up(state, who, try_once, a);
+    if (request.deadline) result = co_await queue_up_until(state, request.who, request.try_once, a, *request.deadline);
+    else result = co_await queue_up(state, request.who, request.try_once, a);
   } catch (const std::system_error& e) {
     std::get<0>(result) = e.code();
   }
@@ -764,30 +821,29 @@ asio::awaitable<std::tuple<std::error_code, lock>> mutex::acquire_coroutine(
   co_return std::move(result);
 }
 
-asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> mutex::contenders_coroutine(
-    std::shared_ptr<detail::mutex_state> state) {
-  using namespace detail;
+asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
   auto& s = state->s;
   auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
   std::vector<contender> queue;
   if (ec) co_return std::make_tuple(ec == error::no_node ? std::error_code{} : ec, std::move(queue));
-  for (auto& node : lock_queue(kids.names)) {
+  for (auto& node : lock_queue(kids.names, state->family)) {
     auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
     if (read_ec == error::no_node) continue;  // it went while we read
     if (read_ec) co_return std::make_tuple(read_ec, std::vector<contender>{});
-    queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data)});
+    queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data),
+                     node.kind == node_kind::read});
   }
   co_return std::make_tuple(std::error_code{}, std::move(queue));
 }
 
-asio::awaitable<std::tuple<std::error_code>> mutex::revoke_coroutine(
-    std::shared_ptr<detail::mutex_state> state, std::string node) {
-  using namespace detail;
-  if (!parse_lock_node(node)) co_return std::make_tuple(make_error_code(error::not_held));
+asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
+  if (auto parsed = parse_lock_node(node); !parsed || !in_family(parsed->kind, state->family))
+    co_return std::make_tuple(make_error_code(error::not_held));
   auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));
   if (ec == error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);
 }
 
+}  // namespace detail
 }  // namespace zkasio

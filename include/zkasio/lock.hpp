@@ -1,0 +1,273 @@
+// zkasio::lock: what every lock recipe's acquire gives (a mutex's lock, a
+// shared_mutex's read or write lock): a held node with a fencing token, a lost
+// signal, a release that is guaranteed, and writes guarded by the node.
+// with_hold runs a critical section under one. The recipes' options and
+// their policy for a lock that may be lost are here too.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/post.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/prefer.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+#include <zkasio/error.hpp>
+#include <zkasio/operations.hpp>
+#include <zkasio/session.hpp>
+
+namespace zkasio {
+
+// Who holds a lock, for reentrancy: copy it to every place that acts as the
+// same holder.
+class owner {
+ public:
+  owner();  // a new identity
+  friend bool operator==(const owner&, const owner&) = default;
+  std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  std::uint64_t id_;
+};
+
+// When a holder is told (by its lock's lost signal) that the lock may be
+// lost while the session is disconnected. Under both, the signal fires at the
+// latest at last contact + negotiated timeout - safety margin (see
+// session::last_contact), connected or not: a follower cut off from its
+// leader goes on answering for a while.
+enum class lost_policy {
+  on_suspend,     // at once (as Curator's docs advise)
+  before_expiry,  // at the last moment the server could not yet have expired the
+                  // session: last contact + negotiated timeout - safety margin
+};
+
+// Options of every lock recipe (mutex, shared_mutex).
+struct lock_options {
+  lost_policy policy = lost_policy::before_expiry;
+  // How long before the earliest possible expiry to fire. On an ensemble,
+  // make it at least the servers' tickTime / 2 (the leader's sight of a
+  // session held through a follower may lag by that).
+  std::chrono::milliseconds safety_margin{200};
+  // Written into the lock node, shown by contenders (e.g. "host:pid").
+  std::string data = {};
+};
+
+using mutex_options = lock_options;
+
+struct contender {
+  std::string node;  // the node's name under the lock path
+  std::int64_t sequence = 0;  // as the server wrote it: negative once its counter passed 2^31
+  std::string data;  // what the contender wrote into its node
+  bool shared = false;  // a reader of a shared_mutex
+};
+
+namespace detail {
+struct engine_state;
+struct grant;
+// A strand, type-erased: over an io_context's own executor when the session
+// runs on one (see make_lock_strand in lock_engine.cpp).
+using lock_strand = asio::any_io_executor;
+
+template <class Result>
+struct signature_of;
+template <class... Values>
+struct signature_of<std::tuple<std::error_code, Values...>> {
+  using type = void(std::error_code, Values...);
+};
+
+// Completes at once (through the handler's executor) with `result`.
+template <class Result, class Token>
+auto complete_with(Result result, Token&& token) {
+  return asio::async_initiate<Token, typename signature_of<Result>::type>(
+      [](auto handler, Result result) {
+        auto executor = asio::prefer(asio::get_associated_executor(handler),
+                                     asio::execution::outstanding_work.tracked);
+        asio::post(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
+          std::apply(std::move(handler), std::move(result));
+        });
+      },
+      token, std::move(result));
+}
+
+// Runs `work` (a coroutine that reports errors in its result, never by
+// throwing) on `strand` as an asynchronous operation: terminal and partial
+// cancellation of the handler's slot reach the coroutine as terminal (what
+// these operations leave behind they clean up, or finish, in the
+// background; total is not honoured: they all have effects), and the result
+// goes to the handler's executor.
+template <class Result, class Token>
+auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
+  return asio::async_initiate<Token, typename signature_of<Result>::type>(
+      [](auto handler, lock_strand strand, asio::awaitable<Result> work) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        // The caller's cancellation is carried to the strand and emitted there:
+        // Asio 1.22's co_spawn would run it on the caller's thread, against
+        // the coroutine running on the strand.
+        auto cancel = std::make_shared<asio::cancellation_signal>();
+        if (slot.is_connected())
+          slot.assign([cancel, strand](asio::cancellation_type type) {
+            constexpr auto honoured = asio::cancellation_type::terminal | asio::cancellation_type::partial;
+            if ((type & honoured) == asio::cancellation_type::none) return;
+            asio::dispatch(strand, [cancel] { cancel->emit(asio::cancellation_type::terminal); });
+          });
+        // Keeps the handler's executor busy until the handler has run.
+        auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
+                                     asio::execution::outstanding_work.tracked);
+        auto cancel_slot = cancel->slot();
+        asio::co_spawn(
+            strand, std::move(work),
+            asio::bind_cancellation_slot(
+                cancel_slot, [handler = std::move(handler), executor = std::move(executor),
+                              cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
+                  if (e) std::get<0>(result) = make_error_code(error::system_error);
+                  asio::dispatch(executor, [handler = std::move(handler),
+                                            result = std::move(result)]() mutable {
+                    asio::get_associated_cancellation_slot(handler).clear();
+                    std::apply(std::move(handler), std::move(result));
+                  });
+                }));
+      },
+      token, std::move(strand), std::move(work));
+}
+}  // namespace detail
+
+// A held lock: move-only; releases in the background when destroyed.
+// Every grant (reentrant ones too) is a lock object of its own, with its own
+// lost signal; they share one node.
+class lock {
+ public:
+  lock() = default;  // holds nothing: async_release completes with not_held
+  explicit lock(std::shared_ptr<detail::grant> grant);
+  lock(lock&&) noexcept = default;
+  lock& operator=(lock&& other) noexcept;
+  lock(const lock&) = delete;
+  lock& operator=(const lock&) = delete;
+  ~lock();
+
+  // Observers, safe from any thread.
+  bool held() const noexcept;
+  explicit operator bool() const noexcept { return held(); }
+  // The lock node's path.
+  const std::string& node() const;
+  // The czxid of the lock node: increases with every grant of this lock, and
+  // survives re-creation of the parent. Pass it to what the lock protects.
+  std::int64_t fencing_token() const;
+  // True once the lock may be lost (see lost_slot).
+  bool lost() const noexcept;
+
+  // Emitted (terminal) the moment the lock may be lost: session expired,
+  // disconnected under the policy, the node deleted by someone else, or a
+  // revocation requested. Emitted on the lock object's strand (get_executor()),
+  // once: bind it only to operations running there, and check lost() after
+  // binding (a loss before the binding is not emitted again). with_lock does
+  // both.
+  asio::cancellation_slot lost_slot();
+  asio::any_io_executor get_executor() const;  // a strand
+
+  // Releases: completes with lock_lost if the lock had been lost (its node
+  // was gone, or it had been revoked or may have been lost under the policy),
+  // not_held if this lock was released already or never held. A delete hit
+  // by a connection loss goes on while the session lives, also after a
+  // cancellation of the wait (terminal or partial: operation_aborted at once);
+  // a retried delete that finds the node gone counts as released (the first
+  // one took effect).
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_release(Token&& token = {}) {
+    if (!engine_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
+    auto strand = get_executor();
+    return detail::spawn_on<std::tuple<std::error_code>>(
+        std::move(strand), release_coroutine(std::exchange(grant_, {})), std::forward<Token>(token));
+  }
+
+  // A multi that first checks that the lock node still exists: the writes
+  // happen only while the lock is held. void(error_code, vector<op_result>)
+  // (the results include the check's, first).
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
+    if (!engine_)
+      return detail::complete_with(std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{}),
+                                   std::forward<Token>(token));
+    return detail::spawn_on<std::tuple<std::error_code, std::vector<op_result>>>(
+        get_executor(), guarded_multi_coroutine(grant_, std::move(ops)), std::forward<Token>(token));
+  }
+
+ private:
+  static asio::awaitable<std::tuple<std::error_code>> release_coroutine(
+      std::shared_ptr<detail::grant> grant);
+  static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
+  guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
+
+  std::shared_ptr<detail::grant> grant_;            // empty once released
+  std::shared_ptr<detail::engine_state> engine_;    // kept: its strand runs release
+};
+
+namespace detail {
+// Runs `body()` on the lock's strand, cancelled (terminal) by the lock's lost
+// signal or by the caller's cancellation, unless the lock is lost already. On
+// the strand, where the lost signal is emitted, so the check and the binding
+// cannot miss it; a loss after the binding aborts the body's next wait.
+template <class Result, class Body>
+asio::awaitable<Result> run_under(lock& held, Body& body) {
+  if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock");
+  auto stop = std::make_shared<asio::cancellation_signal>();
+  held.lost_slot().assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
+  // The caller's cancellation arrives on the caller's thread (Asio 1.22's
+  // co_spawn): carried to the strand.
+  asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
+  if (auto slot = own.slot(); slot.is_connected())
+    slot.assign([stop, strand = held.get_executor()](asio::cancellation_type) {
+      asio::dispatch(strand, [stop] { stop->emit(asio::cancellation_type::terminal); });
+    });
+  auto stop_slot = stop->slot();
+  co_return co_await asio::co_spawn(held.get_executor(), body(), asio::bind_cancellation_slot(stop_slot, asio::use_awaitable));
+}
+}  // namespace detail
+
+// Acquires with `acquire` (an awaitable of a lock), runs the critical section
+// `body()` (returning an asio::awaitable) on the lock's strand with the lock's
+// lost signal as its cancellation slot, then releases. The body never starts
+// if the lock was lost before it could, and is aborted at its next wait the
+// moment the lock may be lost. Throws what the acquire throws; lock_lost
+// (system_error) if the lock was lost before or during the body (also when
+// the body completed meanwhile); otherwise what the body throws.
+template <class Body>
+auto with_hold(asio::awaitable<lock> acquire, Body body) -> decltype(body()) {
+  using result_type = typename decltype(body())::value_type;
+  auto held = co_await std::move(acquire);
+  std::exception_ptr failure;
+  std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;
+  try {
+    auto run = asio::co_spawn(held.get_executor(), detail::run_under<result_type>(held, body),
+                              asio::use_awaitable);
+    if constexpr (std::is_void_v<result_type>) {
+      co_await std::move(run);
+      result.emplace(true);
+    } else {
+      result.emplace(co_await std::move(run));
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::error_code released;
+  co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
+  if (released == error::lock_lost) throw std::system_error(released, "with_lock");
+  if (failure) std::rethrow_exception(failure);
+  if (released) throw std::system_error(released, "with_lock");
+  if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
+}
+
+}  // namespace zkasio

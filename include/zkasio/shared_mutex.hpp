@@ -1,0 +1,99 @@
+// zkasio::shared_mutex: the read/write lock, with nodes named as Apache
+// Curator's InterProcessReadWriteLock names them ("_c_<uuid>-__READ__<seq>"
+// and "_c_<uuid>-__WRIT__<seq>", one sequence space under one path), so that
+// Curator and zkasio readers and writers on one path exclude each other as
+// they should. (A shared_mutex and a mutex on the same path do not: their
+// nodes are of different recipes.)
+//
+// A writer waits for the node just ahead of it, of either kind; a reader
+// waits only for the nearest writer ahead of it (never for readers, nor for a
+// writer that came after it). So readers share the lock, and a writer queued
+// behind readers keeps later readers out: no writer starves.
+//
+// Everything else is the mutex's (mutex.hpp): the same lock object, lost
+// signal and release; cancellation at every stage leaves no node; reentrancy
+// by owner. An owner holding the write lock may take the read lock at once
+// (a downgrade: its read node takes the write node's place in the queue, so
+// it may then release the write lock and go on reading before any writer
+// queued meanwhile); an owner holding only the read lock asking for the write
+// lock fails at once with would_deadlock.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/lock.hpp>
+
+namespace zkasio {
+
+class shared_mutex : public detail::lock_object {
+ public:
+  // The session must outlive the shared_mutex and every lock of it.
+  shared_mutex(session& s, std::string_view path, lock_options options = {})
+      : lock_object(s, path, std::move(options), detail::queue_family::read_write) {}
+
+  // The write lock (exclusive). void(error_code, lock)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock(Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = write}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock(const owner& who, Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = write, .who = who}, std::forward<Token>(token));
+  }
+  // lock_busy unless granted at once, leaving no node behind.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_try_lock(Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = write, .try_once = true}, std::forward<Token>(token));
+  }
+  // lock_timeout at `deadline` (connecting included), and the node is deleted.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = write, .deadline = deadline}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+    return async_lock_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+  }
+
+  // The read lock (shared). void(error_code, lock)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_shared(Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = read}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_shared(const owner& who, Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = read, .who = who}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_try_lock_shared(Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = read, .try_once = true}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_shared_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+    return detail::async_acquire(state_, {.kind = read, .deadline = deadline}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_lock_shared_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+    return async_lock_shared_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+  }
+
+ private:
+  static constexpr auto read = detail::node_kind::read;
+  static constexpr auto write = detail::node_kind::write;
+};
+
+// The critical section `body()` under the write lock: see with_hold (lock.hpp).
+template <class Body>
+auto with_lock(shared_mutex& m, Body body) -> decltype(body()) {
+  return with_hold(m.async_lock(asio::use_awaitable), std::move(body));
+}
+// ... and under the read lock.
+template <class Body>
+auto with_shared_lock(shared_mutex& m, Body body) -> decltype(body()) {
+  return with_hold(m.async_lock_shared(asio::use_awaitable), std::move(body));
+}
+
+}  // namespace zkasio

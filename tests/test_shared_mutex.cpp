@@ -1,0 +1,303 @@
+// zkasio::shared_mutex against a real server: readers share and writers
+// exclude under load, the queue's order, the downgrade, reentry, and nothing
+// left after cancellation, timeouts and expiry.
+#include <doctest/doctest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/shared_mutex.hpp>
+
+#include "support/async.hpp"
+#include "support/lock_test.hpp"
+#include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+
+namespace {
+
+constexpr auto read_write = queue_family::read_write;
+
+// The holders of one lock, as they come and go: any grant against the rule
+// is counted.
+struct holders {
+  int readers = 0, writers = 0, violations = 0, most_readers = 0, grants = 0;
+  void enter(bool write) {
+    ++grants;
+    if (writers > 0 || (write && readers > 0)) ++violations;
+    if (write) ++writers;
+    else most_readers = std::max(most_readers, ++readers);
+  }
+  void exit(bool write) { --(write ? writers : readers); }
+};
+
+// A step counter: what happened before what.
+struct steps {
+  int now = 0;
+  int next() { return ++now; }
+};
+
+}  // namespace
+
+TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
+  asio::io_context io;
+  std::vector<std::unique_ptr<session>> sessions;
+  std::vector<std::unique_ptr<shared_mutex>> locks;
+  auto path = unique_path("shared-mutex-exclusion");
+  for (int i = 0; i < 8; ++i) {
+    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
+    locks.push_back(std::make_unique<shared_mutex>(*sessions.back(), path));
+  }
+  constexpr int contenders = 100, rounds = 20;
+  holders seen;
+  int failures = 0, finished = 0;
+  std::vector<std::int64_t> write_tokens;
+  auto contender = [&](shared_mutex& m, bool write) -> awaitable<void> {
+    asio::steady_timer hold(co_await asio::this_coro::executor);
+    for (int i = 0; i < rounds; ++i) {
+      lock held;
+      if (write) held = co_await m.async_lock(use_awaitable);
+      else held = co_await m.async_lock_shared(use_awaitable);
+      seen.enter(write);
+      if (write) write_tokens.push_back(held.fencing_token());
+      hold.expires_after(1ms);  // held a while, so that readers meet
+      co_await hold.async_wait(use_awaitable);
+      seen.exit(write);
+      co_await held.async_release(use_awaitable);
+    }
+  };
+  for (int i = 0; i < contenders; ++i)
+    asio::co_spawn(io, contender(*locks[i % 8], i % 5 == 0), [&](std::exception_ptr e) {
+      failures += e != nullptr;
+      ++finished;
+    });
+  REQUIRE(run_until(io, [&] { return finished == contenders; }, 600s));
+  CHECK(failures == 0);
+  CHECK(seen.violations == 0);
+  CHECK(seen.grants == contenders * rounds);
+  MESSAGE("readers at once at most: " << seen.most_readers);
+  CHECK(seen.most_readers >= 2);
+  CHECK(std::is_sorted(write_tokens.begin(), write_tokens.end()));
+  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(*sessions[0], path, read_write)).empty()); }());
+}
+
+TEST_CASE("the queue W R R W R: the readers hold together, the writer waits for both, the last reader for the writer") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts())), c(io, test_options(shared_hosts()));
+  auto path = unique_path("shared-mutex-order");
+  shared_mutex ma(a, path), mb(b, path), mc(c, path);
+  run(io, [&]() -> awaitable<void> {
+    steps clock;
+    auto w1 = co_await ma.async_lock(use_awaitable);
+    acquire_outcome r2(io), r3(io), w4(io), r5(io);
+    int w4_granted = 0, r5_granted = 0;
+    mb.async_lock_shared(r2.handler());
+    REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
+    mc.async_lock_shared(r3.handler());
+    REQUIRE(co_await settles_at(a, path, 3, 10s, read_write));
+    mb.async_lock([&, h = w4.handler()](std::error_code ec, lock l) mutable {
+      w4_granted = clock.next();
+      h(ec, std::move(l));
+    });
+    REQUIRE(co_await settles_at(a, path, 4, 10s, read_write));
+    mc.async_lock_shared([&, h = r5.handler()](std::error_code ec, lock l) mutable {
+      r5_granted = clock.next();
+      h(ec, std::move(l));
+    });
+    REQUIRE(co_await settles_at(a, path, 5, 10s, read_write));
+    CHECK_FALSE(r2.done.happened());
+
+    co_await w1.async_release(use_awaitable);
+    REQUIRE(co_await r2.done.wait(10s));
+    REQUIRE(co_await r3.done.wait(10s));
+    CHECK((r2.held.held() && r3.held.held()));  // together
+
+    // One reader goes: the writer still waits for the other (a round trip on
+    // its session lets a wrong notification arrive first).
+    co_await r2.held.async_release(use_awaitable);
+    REQUIRE(co_await settles_at(a, path, 3, 10s, read_write));
+    co_await b.async_exists("/", use_awaitable);
+    auto r3_released = clock.next();
+    co_await r3.held.async_release(use_awaitable);
+    REQUIRE(co_await w4.done.wait(10s));
+    CHECK(!*w4.ec);
+    CHECK(w4_granted > r3_released);
+
+    // The reader behind the writer waits for it.
+    co_await c.async_exists("/", use_awaitable);
+    auto w4_released = clock.next();
+    co_await w4.held.async_release(use_awaitable);
+    REQUIRE(co_await r5.done.wait(10s));
+    CHECK(!*r5.ec);
+    CHECK(r5_granted > w4_released);
+    co_await r5.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(a, path, 0, 10s, read_write));
+  }());
+}
+
+TEST_CASE("downgrade: a write holder takes the read lock at once, at its write node's place; a writer queued behind waits for both") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("shared-mutex-downgrade");
+  shared_mutex ma(a, path), mb(b, path);
+  run(io, [&]() -> awaitable<void> {
+    steps clock;
+    owner me;
+    auto w = co_await ma.async_lock(me, use_awaitable);
+    acquire_outcome w2(io);
+    int w2_granted = 0;
+    mb.async_lock([&, h = w2.handler()](std::error_code ec, lock l) mutable {
+      w2_granted = clock.next();
+      h(ec, std::move(l));
+    });
+    REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
+    auto r = co_await ma.async_lock_shared(me, use_awaitable);
+    CHECK(r.held());
+    auto write_node = detail::parse_lock_node(w.node().substr(path.size() + 1));
+    auto read_node = detail::parse_lock_node(r.node().substr(path.size() + 1));
+    REQUIRE((write_node && read_node));
+    CHECK(read_node->kind == detail::node_kind::read);
+    CHECK(read_node->sequence == write_node->sequence);
+    CHECK(r.fencing_token() > w.fencing_token());
+
+    // The write lock goes; the reader reads on, and the writer still waits.
+    co_await w.async_release(use_awaitable);
+    REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
+    co_await b.async_exists("/", use_awaitable);
+    auto read_released = clock.next();
+    co_await r.async_release(use_awaitable);
+    REQUIRE(co_await w2.done.wait(10s));
+    CHECK(!*w2.ec);
+    CHECK(w2_granted > read_released);
+    co_await w2.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(a, path, 0, 10s, read_write));
+  }());
+}
+
+TEST_CASE("reentry by owner: the same lock again shares its node; a reader asking for the write lock fails at once") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("shared-mutex-reentry");
+  shared_mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    owner reader, writer;
+    auto r1 = co_await m.async_lock_shared(reader, use_awaitable);
+    auto r2 = co_await m.async_lock_shared(reader, use_awaitable);
+    CHECK(r1.node() == r2.node());
+    auto [ec, none] = co_await m.async_lock(reader, as_tuple(use_awaitable));
+    CHECK(ec == error::would_deadlock);
+    CHECK(ec == condition::caller_fault);
+    CHECK_FALSE(none.held());
+    CHECK((co_await lock_nodes(s, path, read_write)).size() == 1);
+    co_await r1.async_release(use_awaitable);
+    co_await r2.async_release(use_awaitable);
+
+    auto w1 = co_await m.async_lock(writer, use_awaitable);
+    auto w2 = co_await m.async_lock(writer, use_awaitable);
+    CHECK(w1.node() == w2.node());
+    co_await w2.async_release(use_awaitable);
+    CHECK(w1.held());
+    co_await w1.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0, 10s, read_write));
+  }());
+}
+
+TEST_CASE("try, timeouts and cancellation of both kinds leave no node; readers try together") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("shared-mutex-cancel");
+  shared_mutex ma(a, path), mb(b, path);
+  run(io, [&]() -> awaitable<void> {
+    auto w = co_await ma.async_lock(use_awaitable);
+    auto [busy_write, l1] = co_await mb.async_try_lock(as_tuple(use_awaitable));
+    CHECK(busy_write == error::lock_busy);
+    auto [busy_read, l2] = co_await mb.async_try_lock_shared(as_tuple(use_awaitable));
+    CHECK(busy_read == error::lock_busy);
+    auto [late_read, l3] = co_await mb.async_lock_shared_for(200ms, as_tuple(use_awaitable));
+    CHECK(late_read == error::lock_timeout);
+    auto [late_write, l4] = co_await mb.async_lock_for(200ms, as_tuple(use_awaitable));
+    CHECK(late_write == error::lock_timeout);
+    for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+      asio::cancellation_signal cancel;
+      acquire_outcome waiting(io);
+      mb.async_lock_shared(asio::bind_cancellation_slot(cancel.slot(), waiting.handler()));
+      REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
+      cancel.emit(type);
+      REQUIRE(co_await waiting.done.wait(5s));
+      CHECK(*waiting.ec == asio::error::operation_aborted);
+      CHECK(co_await settles_at(a, path, 1, 10s, read_write));
+    }
+    co_await w.async_release(use_awaitable);
+    CHECK(co_await settles_at(a, path, 0, 10s, read_write));
+
+    auto r1 = co_await ma.async_try_lock_shared(use_awaitable);
+    auto r2 = co_await mb.async_try_lock_shared(use_awaitable);
+    CHECK((r1.held() && r2.held()));
+    auto [busy, l5] = co_await mb.async_try_lock(as_tuple(use_awaitable));
+    CHECK(busy == error::lock_busy);
+    co_await r1.async_release(use_awaitable);
+    co_await r2.async_release(use_awaitable);
+    CHECK(co_await settles_at(a, path, 0, 10s, read_write));
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a reader's session expires: its lost signal fires and the writer behind is granted") {
+  session cut_off(io, test_options(proxy.address(), 1s));
+  session direct(io, test_options(servers.hosts(), 10s));
+  shared_mutex m_cut(cut_off, "/rw"), m_direct(direct, "/rw");
+  run(io, [&]() -> awaitable<void> {
+    auto r = co_await m_cut.async_lock_shared(use_awaitable);
+    lost_signal_log lost(io);
+    lost.watch(r);
+    acquire_outcome w(io);
+    m_direct.async_lock(w.handler());
+    REQUIRE(co_await settles_at(direct, "/rw", 2, 10s, read_write));
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await lost.fired.wait(10s));
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK(!*w.ec);
+    proxy.refuse_connections(false);
+    auto [ec] = co_await r.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+    co_await w.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));
+  }(), 30s);
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a writer waiting between two readers expires: the reader behind it joins the one ahead") {
+  session cut_off(io, test_options(proxy.address(), 1s));
+  session direct(io, test_options(servers.hosts(), 10s)), other(io, test_options(servers.hosts(), 10s));
+  shared_mutex m_cut(cut_off, "/rw"), m_direct(direct, "/rw"), m_other(other, "/rw");
+  run(io, [&]() -> awaitable<void> {
+    auto r1 = co_await m_direct.async_lock_shared(use_awaitable);
+    co_await cut_off.async_connect(use_awaitable);
+    acquire_outcome w2(io), r3(io);
+    m_cut.async_lock(w2.handler());
+    REQUIRE(co_await settles_at(direct, "/rw", 2, 10s, read_write));
+    m_other.async_lock_shared(r3.handler());
+    REQUIRE(co_await settles_at(direct, "/rw", 3, 10s, read_write));
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await r3.done.wait(10s));
+    CHECK(!*r3.ec);
+    CHECK((r1.held() && r3.held.held()));
+    proxy.refuse_connections(false);
+    REQUIRE(co_await w2.done.wait(10s));
+    CHECK(*w2.ec == error::session_expired);
+    co_await r1.async_release(use_awaitable);
+    co_await r3.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));
+  }(), 30s);
+}
