@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <zkasio/mutex.hpp>
+#include <zkasio/shared_mutex.hpp>
 
 #include "support/async.hpp"
 #include "support/process.hpp"
@@ -180,6 +181,31 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
     CHECK(contenders.size() == 1);
     co_await held.async_release(asio::use_awaitable);
   }());
+}
+
+TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the plain lock is another lock") {
+  auto path = unique_path("zklock-rw");
+  auto hosts = shared_hosts();
+  asio::io_context io;
+  session s(io, test_options(hosts));
+  shared_mutex rw(s, path);
+  auto reading = run(io, rw.async_lock_shared(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--read", path, "--", "true"}) == 0);
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--write", path, "--", "true"}) == 124);
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--write", path, "--", "true"}) == 124);
+  CHECK(zklock({"--hosts", hosts, "--read", "--write", path, "--", "true"}) == 125);
+  // A mutex on the same path is another recipe's lock: not excluded.
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", path, "--", "true"}) == 0);
+  run(io, [&]() -> asio::awaitable<void> {
+    co_await reading.async_release(asio::use_awaitable);
+    auto writing = co_await rw.async_lock(asio::use_awaitable);
+    CHECK((co_await rw.async_contenders(asio::use_awaitable)).size() == 1);  // nothing left by the attempts
+    co_await writing.async_release(asio::use_awaitable);
+  }());
+  auto writing = run(io, rw.async_lock(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--read", path, "--", "true"}) == 124);
+  run(io, writing.async_release(asio::use_awaitable));
+  CHECK(await_no_lock_nodes(hosts, path));
 }
 
 TEST_CASE("zklock passes TERM, INT, HUP, QUIT, USR1, USR2, ALRM and PIPE to the command, then releases and exits 128+N") {

@@ -1,7 +1,12 @@
 // zklock: like flock(1), for a ZooKeeper lock (zkasio::mutex, Curator-compatible).
 //
-//   zklock [--hosts H] [--timeout S] [--session-timeout MS]
+//   zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write]
 //          [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND ARGS...
+//
+// --read and --write take a zkasio::shared_mutex's read or write lock instead
+// (Curator's InterProcessReadWriteLock layout): readers share, writers
+// exclude everyone. The two kinds of lock on one path do not exclude each
+// other: a path is a mutex or a read/write lock, never both.
 //
 // Acquires the lock, runs the command in its own process group, releases when
 // it exits. Exit status: the command's own; 128+N when it died of signal N;
@@ -66,6 +71,7 @@
 #include <string>
 #include <vector>
 #include <zkasio/mutex.hpp>
+#include <zkasio/shared_mutex.hpp>
 
 extern char** environ;
 
@@ -86,17 +92,23 @@ constexpr std::array passed_signals{SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH};
 
 const char* usage =
-    "usage: zklock [--hosts H] [--timeout S] [--session-timeout MS]\n"
+    "usage: zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write]\n"
     "              [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND "
     "ARGS...\n"
     "Runs COMMAND, in its own process group, while holding the ZooKeeper lock /lock/path.\n"
+    "--read / --write: a read/write lock's read (shared) or write lock instead; a path is\n"
+    "either a plain lock or a read/write lock: the two do not exclude each other.\n"
     "TERM INT HUP QUIT USR1 USR2 ALRM PIPE WINCH are passed to the command. In the\n"
     "terminal's foreground the command gets the terminal. When the command stops,\n"
     "zklock's job stops too; continued, zklock confirms the lock before continuing it.\n"
     "Exit: the command's status; 128+N signal N; 123 lock lost; 124 timeout;\n"
     "125 zklock failed; 126 cannot run; 127 not found.\n";
 
+// Which lock: the mutex, or a shared_mutex's read or write lock.
+enum class lock_mode { mutex, read, write };
+
 struct options {
+  lock_mode mode = lock_mode::mutex;
   std::string hosts;
   std::optional<double> timeout;  // seconds, from start
   std::chrono::milliseconds session_timeout{10000};
@@ -148,6 +160,10 @@ options parse(int argc, char** argv) {
       if (text == "on_suspend") o.policy = zkasio::lost_policy::on_suspend;
       else if (text == "before_expiry") o.policy = zkasio::lost_policy::before_expiry;
       else fail("--policy must be on_suspend or before_expiry, not '" + text + "'");
+    } else if (arg == "--read" || arg == "--write") {
+      auto mode = arg == "--read" ? lock_mode::read : lock_mode::write;
+      if (o.mode != lock_mode::mutex && o.mode != mode) fail("--read and --write exclude each other");
+      o.mode = mode;
     } else if (arg == "--owner") {
       o.owner = value();
     } else if (arg == "-v") {
@@ -314,16 +330,31 @@ class runner {
     say("connected, session timeout " + std::to_string(timeout_.count()) + " ms");
     // The command must be gone before the server can expire the session: the
     // lost signal fires a third of the timeout early, SIGKILL follows halfway.
-    zkasio::mutex m(s, o_.path, {.policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner});
+    const zkasio::lock_options lock_options{.policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner};
+    zkasio::mutex m(s, o_.path, lock_options);
+    zkasio::shared_mutex rw(s, o_.path, lock_options);
 
     say("acquiring " + o_.path);
     std::error_code ec;
     zkasio::lock held;
     {
       auto acquire = [&]() -> awaitable<std::tuple<std::error_code, zkasio::lock>> {
-        if (o_.timeout && *o_.timeout == 0) co_return co_await m.async_try_acquire(as_tuple(use_awaitable));
-        if (deadline) co_return co_await m.async_acquire_until(*deadline, as_tuple(use_awaitable));
-        co_return co_await m.async_acquire(as_tuple(use_awaitable));
+        bool at_once = o_.timeout && *o_.timeout == 0;
+        auto until = deadline.value_or(clock_type::time_point::max());
+        auto token = as_tuple(use_awaitable);
+        // (No conditional expressions around co_await: g++ 12 runs both.)
+        switch (o_.mode) {
+          case lock_mode::mutex:
+            if (at_once) co_return co_await m.async_try_acquire(token);
+            co_return co_await m.async_acquire_until(until, token);
+          case lock_mode::read:
+            if (at_once) co_return co_await rw.async_try_lock_shared(token);
+            co_return co_await rw.async_lock_shared_until(until, token);
+          case lock_mode::write:
+            break;
+        }
+        if (at_once) co_return co_await rw.async_try_lock(token);
+        co_return co_await rw.async_lock_until(until, token);
       };
       auto got = co_await (acquire() || signals.wait());
       if (got.index() == 0) std::tie(ec, held) = std::move(std::get<0>(got));
