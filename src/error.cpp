@@ -46,6 +46,7 @@ const char* describe(error e) noexcept {
     case error::lock_timeout: return "the lock was not granted before the deadline";
     case error::would_deadlock:
       return "a holder of the read lock cannot take the write lock: it would wait for itself (release the read lock first)";
+    case error::invalid_lease_count: return "a semaphore's acquire needs from 1 to its maximum number of leases";
   }
   return nullptr;
 }
@@ -80,6 +81,7 @@ class error_category_impl final : public std::error_category {
       case error::no_children_for_ephemerals:
       case error::invalid_callback:
       case error::would_deadlock:
+      case error::invalid_lease_count:
         return condition::caller_fault;
       default:
         return {value, *this};

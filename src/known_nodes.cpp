@@ -44,12 +44,15 @@ void known_nodes::add(const lock_node& node, session_ref owner, std::string_view
     std::lock_guard lock(guard_);
     // The same sequence under another name is of an earlier incarnation of
     // the parent (a container removed once empty): that node is gone. (But
-    // for the write node a downgrade's read node sits beside.)
-    for (auto it = entries_.lower_bound({node.sequence, {}}); it != entries_.end() && it->first.first == node.sequence;) {
-      auto next = std::next(it);
-      if (it->first.second != beside) erase(it, woken);
-      it = next;
-    }
+    // for a downgrade's read node, beside its write node and maybe other
+    // downgrades of it.)
+    if (beside.empty())
+      for (auto it = entries_.lower_bound({node.sequence, {}});
+           it != entries_.end() && it->first.first == node.sequence;) {
+        auto next = std::next(it);
+        erase(it, woken);
+        it = next;
+      }
     entries_.emplace(key{node.sequence, node.name}, entry{node.kind, std::move(owner), {}});
   }
   wake(woken);
@@ -115,7 +118,10 @@ known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_
         erase(it, woken);  // gone with its session
         continue;
       }
-      if (!blocks(mine.kind, it->second.kind) || it->first.second == exempt) continue;
+      // (Another recipe's node on the same path is no part of this queue.)
+      if (!same_family(mine.kind, it->second.kind) || !blocks(mine.kind, it->second.kind) ||
+          it->first.second == exempt)
+        continue;
       result.what = it->second.owner.connected() ? below_result::node : below_result::relist;
       result.name = it->first.second;
       result.owner = it->second.owner;

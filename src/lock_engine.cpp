@@ -12,6 +12,7 @@
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <algorithm>
 #include <atomic>
 #include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/lock_queue.hpp>
@@ -560,6 +561,23 @@ awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<engine_
   co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner);
 }
 
+// The attempt's node, held from now on: monitored, released by its grants.
+lock granted(const std::shared_ptr<engine_state>& m, const attempt& a, std::optional<owner> who) {
+  auto h = std::make_shared<hold>();
+  h->engine = m;
+  h->name = a.node.name;
+  h->node = m->full(a.node.name);
+  h->kind = a.kind;
+  h->czxid = a.stat.czxid;
+  h->version = a.stat.version;
+  h->owner_id = a.stat.ephemeral_owner;
+  h->who = who;
+  m->holds.push_back(h);
+  auto first = grant_of(h);
+  start_monitor(h, a.generation);
+  return first;
+}
+
 // The whole acquire: create, then wait in the queue until first.
 awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_state> m,
                                                       std::optional<owner> who, bool try_once,
@@ -601,41 +619,71 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     // A downgrade is granted only if its write node is still there once the
     // read node is known (see known_nodes): a writer of this process that saw
     // the write node go before would not have seen the read node.
+    // (After a sync: the server answering may lag behind the leader.)
     if (a.downgrade_of) {
+      auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      if (sync_ec) co_return std::make_tuple(sync_ec, lock{});
       auto [check_ec, st] = co_await s.async_exists(m->full(*a.downgrade_of), as_tuple(use_awaitable));
       if (check_ec) co_return std::make_tuple(check_ec, lock{});
       if (!st || st->ephemeral_owner != a.stat.ephemeral_owner)
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
     }
-    auto h = std::make_shared<hold>();
-    h->engine = m;
-    h->name = a.node.name;
-    h->node = m->full(a.node.name);
-    h->kind = a.kind;
-    h->czxid = a.stat.czxid;
-    h->version = a.stat.version;
-    h->owner_id = a.stat.ephemeral_owner;
-    h->who = who;
-    m->holds.push_back(h);
-    auto granted = grant_of(h);
-    start_monitor(h, a.generation);
-    co_return std::make_tuple(std::error_code{}, std::move(granted));
+    co_return std::make_tuple(std::error_code{}, granted(m, a, who));
   }
 }
 
-// queue_up, or lock_timeout at the deadline. (Its own frame: a waiter
+// `work`, or lock_timeout at the deadline. (A frame of its own: a waiter
 // without a deadline carries no timer.)
-awaitable<std::tuple<std::error_code, lock>> queue_up_until(std::shared_ptr<engine_state> m,
-                                                            std::optional<owner> who, bool try_once,
-                                                            attempt& a,
-                                                            std::chrono::steady_clock::time_point deadline) {
+template <class Result>
+awaitable<Result> until(awaitable<Result> work, std::chrono::steady_clock::time_point deadline) {
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
   // The timer never throws: cancelled, both branches would fail, and `||`
   // would throw neither's exception but multiple_exceptions.
-  auto raced = co_await (queue_up(std::move(m), who, try_once, a) || timer.async_wait(as_tuple(use_awaitable)));
+  auto raced = co_await (std::move(work) || timer.async_wait(as_tuple(use_awaitable)));
   if (raced.index() == 0) co_return std::move(std::get<0>(raced));
   auto [timer_ec] = std::get<1>(raced);
-  co_return std::make_tuple(timer_ec ? std::error_code(asio::error::operation_aborted) : make_error_code(error::lock_timeout), lock{});
+  Result result{};
+  std::get<0>(result) = timer_ec ? std::error_code(asio::error::operation_aborted) : make_error_code(error::lock_timeout);
+  co_return result;
+}
+
+// Every operation that creates nodes sees any cancellation as terminal from
+// the time it runs (it has no effect left after one: its nodes go), partial
+// cancellation included; true if one came before it ran.
+awaitable<bool> cancelled_already() {
+  // A cancellation that came before this coroutine ran is in the state that
+  // the reset replaces. (The deadline's `||` passes only terminal
+  // cancellation on: a partial one would be dropped there, and with it every
+  // later one.)
+  auto early = (co_await asio::this_coro::cancellation_state).cancelled();
+  co_await asio::this_coro::reset_cancellation_state(
+      asio::enable_partial_cancellation(), [](asio::cancellation_type type) {
+        return type != asio::cancellation_type::none ? asio::cancellation_type::terminal : type;
+      });
+  co_return early != asio::cancellation_type::none;
+}
+
+// After a failed or cancelled acquire of `attempts`: nothing may be left
+// behind. Each node goes, wherever the failure or cancellation struck, in the
+// background (cancellation is prompt). Not a coroutine: its removals start
+// even in a coroutine whose next co_await would throw, cancelled.
+std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_state>& m,
+                                                 std::vector<attempt> attempts) {
+  std::vector<background<std::error_code>> removing;
+  for (auto& a : attempts) {
+    if (a.reply && !a.reply->done) a.reply->abandoned = true;
+    if (a.submitted) removing.emplace_back(m->strand, remove_attempt_node(m, std::move(a)));
+  }
+  return removing;
+}
+
+// After lock_busy (a try), the nodes are gone by the time it reports: waits
+// for `removing`; operation_aborted if that wait was cancelled (they go on).
+// (Cancelled, a co_await throws: the caller catches.)
+awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> removing) {
+  for (auto& r : removing)
+    if (!co_await r.wait()) co_return std::error_code(asio::error::operation_aborted);
+  co_return make_error_code(error::lock_busy);
 }
 
 std::atomic<std::uint64_t> next_owner_id{1};
@@ -770,19 +818,7 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
 
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> state,
                                                          acquire_request request) {
-  // Partial cancellation too, from now on; a cancellation that came before
-  // this coroutine ran is in the state that the reset replaces.
-  auto early = (co_await asio::this_coro::cancellation_state).cancelled();
-  // What it waits for sees any cancellation as terminal: the acquire has no
-  // effect left after one (its node goes), and the deadline's `||` passes
-  // only terminal cancellation on (a partial one would be dropped there, and
-  // with it every later one).
-  co_await asio::this_coro::reset_cancellation_state(
-      asio::enable_partial_cancellation(), [](asio::cancellation_type type) {
-        return type != asio::cancellation_type::none ? asio::cancellation_type::terminal : type;
-      });
-  if (early != asio::cancellation_type::none)
-    co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
+  if (co_await cancelled_already()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
   attempt a{.kind = request.kind, .uuid = make_uuid(), .node = {}, .stat = {}};
   if (request.who) {
     // (Queueing behind its own node would wait for ever.)
@@ -798,27 +834,110 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
   std::tuple<std::error_code, lock> result;
   try {
     // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-    if (request.deadline) result = co_await queue_up_until(state, request.who, request.try_once, a, *request.deadline);
+    if (request.deadline) result = co_await until(queue_up(state, request.who, request.try_once, a), *request.deadline);
     else result = co_await queue_up(state, request.who, request.try_once, a);
   } catch (const std::system_error& e) {
     std::get<0>(result) = e.code();
   }
-  auto& [ec, granted] = result;
-  if (ec && a.reply && !a.reply->done) a.reply->abandoned = true;
-  if (ec && a.submitted) {
-    // Nothing may be left behind: the attempt's node goes, wherever the
-    // failure or cancellation struck, in the background (cancellation is
-    // prompt). try_acquire leaves no node behind by the time it reports.
-    background<std::error_code> removing(state->strand, remove_attempt_node(state, a));
-    if (ec == error::lock_busy) {
-      try {
-        if (!co_await removing.wait()) ec = asio::error::operation_aborted;
-      } catch (const std::system_error&) {  // cancelled: the removal goes on
-        ec = asio::error::operation_aborted;
-      }
+  auto& ec = std::get<0>(result);
+  if (!ec) co_return std::move(result);
+  std::vector<attempt> attempts;  // (not a braced list: g++ 12's coroutines reject it here)
+  attempts.push_back(std::move(a));
+  auto removing = discard(state, std::move(attempts));
+  if (ec == error::lock_busy) {
+    try {
+      ec = co_await busy_after(std::move(removing));
+    } catch (const std::system_error&) {
+      ec = asio::error::operation_aborted;
     }
   }
   co_return std::move(result);
+}
+
+namespace {
+
+// Until the leases' children are at most `max` (every child takes a slot, as
+// Curator counts them) with all of `mine` among them. lock_busy at once if not
+// so on the first look with `try_once`.
+awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
+                                         std::size_t max, bool try_once) {
+  auto& s = m->s;
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return ec;
+    for (auto& a : mine)
+      if (std::find(kids.names.begin(), kids.names.end(), a.node.name) == kids.names.end())
+        co_return make_error_code(error::lock_lost);  // deleted by someone else
+    if (kids.names.size() <= max) co_return std::error_code{};
+    if (try_once) co_return make_error_code(error::lock_busy);
+    auto [watch_ec, event] =
+        co_await s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable));
+    if (watch_ec) co_return watch_ec;
+  }
+}
+
+// Creates the lease nodes of `mine`, then waits for room for all of them.
+awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state> m, std::vector<attempt>& mine,
+                                                   std::size_t max, bool try_once) {
+  for (auto& a : mine) {
+    auto [ec, listed] = co_await create_node(m, a);
+    if (!ec && a.generation != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return std::make_tuple(ec);
+  }
+  co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once));
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
+                                                                             std::shared_ptr<engine_state> locks,
+                                                                             lease_request request) {
+  using result_type = std::tuple<std::error_code, std::vector<lock>>;
+  auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
+  if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
+  if (request.count < 1 || request.count > request.max)
+    co_return failed(make_error_code(error::invalid_lease_count));
+  // One acquirer at a time waits for room (the semaphore's mutex, as
+  // Curator's): so n leases are taken all at once, and no two acquirers of
+  // several leases can each hold part of what the other waits for.
+  std::vector<attempt> mine;
+  for (std::size_t i = 0; i < request.count; ++i)
+    mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .node = {}, .stat = {}});
+  std::error_code ec;
+  lock guard;  // (released in the background when dropped)
+  try {
+    std::tie(ec, guard) = co_await async_acquire(locks, {.try_once = request.try_once, .deadline = request.deadline},
+                                                 as_tuple(use_awaitable));
+    if (ec) co_return failed(ec);
+    if (request.deadline)
+      std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once), *request.deadline);
+    else
+      std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once);
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (ec) {
+    auto removing = discard(leases, std::move(mine));
+    if (ec == error::lock_busy) {
+      try {
+        ec = co_await busy_after(std::move(removing));
+      } catch (const std::system_error&) {
+        ec = asio::error::operation_aborted;
+      }
+    }
+    co_return failed(ec);
+  }
+  std::vector<lock> held;
+  for (auto& a : mine) held.push_back(granted(leases, a, std::nullopt));
+  co_return result_type(std::error_code{}, std::move(held));
+}
+
+asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr<engine_state> leases,
+                                                               std::shared_ptr<engine_state> locks,
+                                                               lease_request request) {
+  auto [ec, held] = co_await acquire_leases(std::move(leases), std::move(locks), request);
+  co_return std::make_tuple(ec, held.empty() ? lock{} : std::move(held.front()));
 }
 
 asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {

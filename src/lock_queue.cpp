@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view protected_prefix = "_c_";
 constexpr std::size_t uuid_length = 36;
-constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write};
+constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write, node_kind::lease};
 // printf("%010d"): ten characters, or eleven from -1,000,000,000 down.
 constexpr std::size_t min_sequence_length = 10, max_sequence_length = 11;
 
@@ -95,13 +95,25 @@ std::string_view lock_name(node_kind kind) noexcept {
   switch (kind) {
     case node_kind::read: return "__READ__";
     case node_kind::write: return "__WRIT__";
+    case node_kind::lease: return "lease-";
     case node_kind::lock: break;
   }
   return "lock-";
 }
 
 bool in_family(node_kind kind, queue_family family) noexcept {
-  return family == queue_family::mutex ? kind == node_kind::lock : kind != node_kind::lock;
+  switch (family) {
+    case queue_family::read_write: return kind == node_kind::read || kind == node_kind::write;
+    case queue_family::semaphore: return kind == node_kind::lease;
+    case queue_family::mutex: break;
+  }
+  return kind == node_kind::lock;
+}
+
+bool same_family(node_kind a, node_kind b) noexcept {
+  for (auto family : {queue_family::mutex, queue_family::read_write, queue_family::semaphore})
+    if (in_family(a, family)) return in_family(b, family);
+  return false;
 }
 
 std::string lock_node_prefix(std::string_view uuid, node_kind kind) {
@@ -170,7 +182,8 @@ lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_
   auto index = static_cast<std::uint32_t>(it - nodes.begin());
   if (mine.kind == node_kind::read) {
     // Only writers ahead block a reader (so readers never wait on later
-    // writers, nor on one another).
+    // writers, nor on one another; a downgrade's read node, the one node that
+    // can appear ahead after a listing, never blocks a reader).
     auto writer = queue.writer_before[index];
     while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.writer_before[writer];
     if (writer == queue_view::none) return {.what = lock_verdict::held};
@@ -179,9 +192,14 @@ lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_
             .relist_after = queue.other_writers_before[writer] > 0};
   }
   if (index == 0) return {.what = lock_verdict::held};
+  // Another process's writer ahead may downgrade: its read node would take
+  // the writer's own sequence, after this listing (shared_mutex.hpp).
+  auto predecessor = index - 1;
+  bool unknown_writer = nodes[predecessor].kind == node_kind::write &&
+                        queue.others_before[index] > queue.others_before[predecessor];
   return {.what = lock_verdict::wait,
-          .predecessor = nodes[index - 1].name,
-          .relist_after = queue.others_before[index - 1] > 0};
+          .predecessor = nodes[predecessor].name,
+          .relist_after = queue.others_before[predecessor] > 0 || unknown_writer};
 }
 
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,

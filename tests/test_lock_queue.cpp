@@ -280,6 +280,18 @@ TEST_CASE("read/write: what a reader must list again for is only an unknown writ
   CHECK(v5.relist_after);
 }
 
+TEST_CASE("read/write: a writer behind a writer of another process lists again once it goes (it may have downgraded)") {
+  auto w1 = writer(uuid_a, 1), w2 = writer(uuid_b, 2), r3 = reader(uuid_c, 3);
+  auto other_process = view_knowing(lock_queue({w1, w2}, queue_family::read_write), {w2});
+  CHECK(decide(other_process, parsed(w2)).relist_after);
+  auto this_process = view_knowing(lock_queue({w1, w2}, queue_family::read_write), {w1, w2});
+  CHECK_FALSE(decide(this_process, parsed(w2)).relist_after);  // its downgrade would be known here
+  // A reader ahead never downgrades; a reader never waits for a read node.
+  auto r0 = reader(uuid_c, 0);
+  CHECK_FALSE(decide(view_knowing(lock_queue({r0, w2}, queue_family::read_write), {w2}), parsed(w2)).relist_after);
+  CHECK_FALSE(decide(view_knowing(lock_queue({w2, r3}, queue_family::read_write), {r3}), parsed(r3)).relist_after);
+}
+
 TEST_CASE("read/write: a downgrade's read node at its write node's place is granted; writers behind still wait") {
   // The owner holds W3; its read node takes sequence 3 too; W5 queued behind.
   auto w3 = writer(uuid_a, 3), r3 = reader(uuid_b, 3), w5 = writer(uuid_c, 5), r1 = reader(uuid_c, 1);
@@ -329,9 +341,13 @@ TEST_CASE("read/write verdicts agree with the rule written plainly, for random q
       bool unknown_ahead = false;
       for (std::size_t j = 0; j < *nearest; ++j)
         unknown_ahead = unknown_ahead || (blocks(mine.kind, parsed(names[j]).kind) && !known.count(names[j]));
+      // A writer ahead that this process does not know may downgrade: its read
+      // node would appear at its place, and block a writer.
+      bool may_downgrade = mine.kind == node_kind::write && parsed(names[*nearest]).kind == node_kind::write &&
+                           !known.count(names[*nearest]);
       CHECK(v.what == lock_verdict::wait);
       CHECK(v.predecessor == names[*nearest]);
-      CHECK(v.relist_after == unknown_ahead);
+      CHECK(v.relist_after == (unknown_ahead || may_downgrade));
     }
   }
 }
@@ -436,6 +452,11 @@ TEST_CASE("known nodes: a downgrade's read node beside its write node, at one se
   known.add(r3, ref_of(core), w3.name);
   CHECK(known.size() == 3);
   CHECK(known.below(r3, w3.name).what == known_nodes::below_result::first);
+  // A second downgrade of the same write node keeps the first.
+  auto r3b = parsed(reader(uuid_c, 3));
+  known.add(r3b, ref_of(core), w3.name);
+  CHECK(known.size() == 4);
+  known.gone(r3b.name);
   // The write lock released: the writer behind finds the read node.
   known.gone(w3.name);
   CHECK(known.below(w5).name == r3.name);
@@ -444,6 +465,19 @@ TEST_CASE("known nodes: a downgrade's read node beside its write node, at one se
   known.add(other, ref_of(core));
   CHECK_FALSE(known.owned_by(r3.name, ref_of(core)));
   CHECK(known.below(w5).name == other.name);
+}
+
+TEST_CASE("known nodes: another recipe's nodes on the same path are no part of the walk") {
+  asio::io_context io;
+  auto core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto m1 = parsed(node_at(uuid_a, 1)), w2 = parsed(writer(uuid_b, 2)), l3 = parsed(node_at(uuid_c, 3, node_kind::lease)),
+       w4 = parsed(writer(uuid_a, 4)), m5 = parsed(node_at(uuid_b, 5));
+  for (auto& n : {m1, w2, l3, w4, m5}) known.add(n, ref_of(core));
+  CHECK(known.below(w4).name == w2.name);
+  known.gone(w2.name);
+  CHECK(known.below(w4).what == known_nodes::below_result::first);  // not m1
+  CHECK(known.below(m5).name == m1.name);                           // not w4, nor l3
 }
 
 TEST_CASE("known nodes: the walk goes round the counter's wrap") {

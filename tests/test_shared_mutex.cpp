@@ -10,6 +10,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/mutex.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 #include "support/async.hpp"
@@ -146,10 +147,13 @@ TEST_CASE("the queue W R R W R: the readers hold together, the writer waits for 
   }());
 }
 
-TEST_CASE("downgrade: a write holder takes the read lock at once, at its write node's place; a writer queued behind waits for both") {
-  asio::io_context io;
-  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
-  auto path = unique_path("shared-mutex-downgrade");
+TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock at once, at its write node's place; a writer queued behind waits for both") {
+  // The writer behind in this process (one knowledge of the path's nodes),
+  // or as if in another (another connect string: it knows none of them).
+  for (bool elsewhere : {false, true}) {
+  CAPTURE(elsewhere);
+  session a(io, test_options(servers.hosts())), b(io, test_options(elsewhere ? proxy.address() : servers.hosts()));
+  auto path = std::string(elsewhere ? "/downgrade-elsewhere" : "/downgrade");
   shared_mutex ma(a, path), mb(b, path);
   run(io, [&]() -> awaitable<void> {
     steps clock;
@@ -183,6 +187,7 @@ TEST_CASE("downgrade: a write holder takes the read lock at once, at its write n
     co_await w2.held.async_release(use_awaitable);
     CHECK(co_await settles_at(a, path, 0, 10s, read_write));
   }());
+  }
 }
 
 TEST_CASE("reentry by owner: the same lock again shares its node; a reader asking for the write lock fails at once") {
@@ -258,20 +263,10 @@ TEST_CASE_FIXTURE(proxied_server, "a reader's session expires: its lost signal f
   shared_mutex m_cut(cut_off, "/rw"), m_direct(direct, "/rw");
   run(io, [&]() -> awaitable<void> {
     auto r = co_await m_cut.async_lock_shared(use_awaitable);
-    lost_signal_log lost(io);
-    lost.watch(r);
     acquire_outcome w(io);
     m_direct.async_lock(w.handler());
     REQUIRE(co_await settles_at(direct, "/rw", 2, 10s, read_write));
-    proxy.refuse_connections(true);
-    proxy.drop_now();
-    REQUIRE(co_await lost.fired.wait(10s));
-    REQUIRE(co_await w.done.wait(10s));
-    CHECK(!*w.ec);
-    proxy.refuse_connections(false);
-    auto [ec] = co_await r.async_release(as_tuple(use_awaitable));
-    CHECK(ec == error::lock_lost);
-    co_await w.held.async_release(use_awaitable);
+    co_await holder_expires(*this, r, w);
     CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));
   }(), 30s);
 }
@@ -300,4 +295,27 @@ TEST_CASE_FIXTURE(proxied_server, "a writer waiting between two readers expires:
     co_await r3.held.async_release(use_awaitable);
     CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));
   }(), 30s);
+}
+
+TEST_CASE("a mutex and a shared_mutex on one path are two locks: neither waits for the other") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("shared-mutex-beside-mutex");
+  mutex plain(a, path);
+  shared_mutex ra(a, path), rb(b, path);
+  run(io, [&]() -> awaitable<void> {
+    auto m1 = co_await plain.async_acquire(use_awaitable);
+    auto w2 = co_await ra.async_lock(use_awaitable);  // the mutex's node is no writer's predecessor
+    acquire_outcome w3(io);
+    rb.async_lock(w3.handler());
+    REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
+    co_await w2.async_release(use_awaitable);
+    REQUIRE(co_await w3.done.wait(10s));  // its walk down the known nodes passes the mutex's by
+    CHECK(!*w3.ec);
+    CHECK(m1.held());
+    co_await w3.held.async_release(use_awaitable);
+    co_await m1.async_release(use_awaitable);
+    CHECK(co_await settles_at(a, path, 0, 10s, read_write));
+    CHECK(co_await settles_at(a, path, 0));
+  }());
 }

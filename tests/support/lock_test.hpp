@@ -2,6 +2,8 @@
 // a bounded wait for their number.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <asio/awaitable.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
@@ -60,6 +62,23 @@ struct lost_signal_log {
 };
 
 using zkasio::detail::queue_family;
+
+// The session of `held` is cut off at the proxy, with no reconnection, until
+// the server expires it: its lost signal fires, and then `waiter` (behind
+// it) is granted; the release of `held` says lock_lost.
+inline asio::awaitable<void> holder_expires(proxied_server& f, lock& held, acquire_outcome& waiter) {
+  lost_signal_log lost(f.io);
+  lost.watch(held);
+  f.proxy.refuse_connections(true);
+  f.proxy.drop_now();
+  REQUIRE(co_await lost.fired.wait(std::chrono::seconds(10)));
+  REQUIRE(co_await waiter.done.wait(std::chrono::seconds(10)));
+  CHECK(!*waiter.ec);
+  f.proxy.refuse_connections(false);
+  auto [ec] = co_await held.async_release(asio::experimental::as_tuple(asio::use_awaitable));
+  CHECK(ec == error::lock_lost);
+  co_await waiter.held.async_release(asio::use_awaitable);
+}
 
 // The lock nodes (of `family`) under `path`, as the server has them, in queue order.
 inline asio::awaitable<std::vector<std::string>> lock_nodes(session& s, std::string path,

@@ -50,6 +50,24 @@ struct acquire_request {
 };
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> engine,
                                                          acquire_request request);
+// n leases of a semaphore at once (Curator's InterProcessSemaphoreV2): its
+// mutex `locks` taken (so one acquirer at a time waits for room), a lease
+// node created under `leases` for each, granted once the leases' children are
+// at most `max`. invalid_lease_count unless 1 <= count <= max.
+struct lease_request {
+  std::size_t count = 1;
+  std::size_t max = 1;
+  bool try_once = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
+};
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
+                                                                             std::shared_ptr<engine_state> locks,
+                                                                             lease_request request);
+// One lease: acquire_leases' first.
+asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr<engine_state> leases,
+                                                               std::shared_ptr<engine_state> locks,
+                                                               lease_request request);
+
 // The queue, in order: the holder(s) first.
 asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
     std::shared_ptr<engine_state> engine);
@@ -61,6 +79,12 @@ template <class Token>
 auto async_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
   return spawn_on<std::tuple<std::error_code, lock>>(strand_of(*engine), acquire(engine, std::move(request)),
                                                      std::forward<Token>(token));
+}
+template <class Token>
+auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
+                          lease_request request, Token&& token) {
+  return spawn_on<std::tuple<std::error_code, std::vector<lock>>>(
+      strand_of(*leases), acquire_leases(leases, locks, std::move(request)), std::forward<Token>(token));
 }
 template <class Token>
 auto async_contenders(const std::shared_ptr<engine_state>& engine, Token&& token) {

@@ -33,6 +33,7 @@ enum class node_kind : std::uint8_t {
   lock,   // "lock-": InterProcessMutex (zkasio::mutex)
   read,   // "__READ__": InterProcessReadWriteLock's readers (zkasio::shared_mutex)
   write,  // "__WRIT__": its writers
+  lease,  // "lease-": InterProcessSemaphoreV2's leases (zkasio::semaphore)
 };
 std::string_view lock_name(node_kind kind) noexcept;
 
@@ -41,8 +42,11 @@ std::string_view lock_name(node_kind kind) noexcept;
 enum class queue_family : std::uint8_t {
   mutex,       // lock
   read_write,  // read and write, in one sequence space
+  semaphore,   // lease (a semaphore's leases, which no rule orders)
 };
 bool in_family(node_kind kind, queue_family family) noexcept;
+// Whether two kinds of node are of one recipe's queue.
+bool same_family(node_kind a, node_kind b) noexcept;
 
 // Whether a node of kind `other` ahead of mine in the queue keeps mine from
 // the lock: every node does, but a reader waits only for writers.
@@ -96,8 +100,10 @@ struct lock_verdict {
   } what = missing;
   std::string predecessor{};  // with wait: the nearest node ahead that blocks mine
   // With wait: a node this process does not know that would block mine lies
-  // ahead of the predecessor, so once the predecessor is gone the queue must
-  // be listed again. Otherwise only known nodes can block mine then, and the
+  // ahead of the predecessor, or (for a writer) the predecessor is a writer
+  // this process does not know, which may downgrade (its read node would
+  // appear at its place): so once the predecessor is gone the queue must be
+  // listed again. Otherwise only known nodes can block mine then, and the
   // process knows which.
   bool relist_after = false;
 };

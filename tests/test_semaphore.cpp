@@ -1,0 +1,189 @@
+// zkasio::semaphore against a real server: never more than N leases, N
+// reached, several leases at once, FIFO, bad counts, and nothing left after
+// cancellation, timeouts and expiry.
+#include <doctest/doctest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <zkasio/semaphore.hpp>
+
+#include "support/async.hpp"
+#include "support/lock_test.hpp"
+#include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
+
+using namespace zkasio;
+using namespace zkasio::test;
+using namespace std::chrono_literals;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+
+namespace {
+
+// The semaphore's nodes: its leases and its mutex's.
+asio::awaitable<std::size_t> children_of(session& s, std::string path) {
+  auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
+  co_return ec ? 0 : kids.names.size();
+}
+asio::awaitable<bool> nothing_left(session& s, std::string path) {
+  co_return co_await settles_at(s, path + "/leases", 0, 10s, queue_family::semaphore) &&
+      co_await settles_at(s, path + "/locks", 0, 10s);
+}
+
+}  // namespace
+
+TEST_CASE("never more than N leases among 100 coroutines over 8 sessions, and N reached") {
+  asio::io_context io;
+  std::vector<std::unique_ptr<session>> sessions;
+  std::vector<std::unique_ptr<semaphore>> semaphores;
+  auto path = unique_path("semaphore-limit");
+  constexpr std::size_t leases = 3;
+  for (int i = 0; i < 8; ++i) {
+    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
+    semaphores.push_back(std::make_unique<semaphore>(*sessions.back(), path, leases));
+  }
+  constexpr int contenders = 100, rounds = 5;
+  std::size_t holding = 0, most = 0;
+  int grants = 0, failures = 0, finished = 0;
+  auto contender = [&](semaphore& sem) -> awaitable<void> {
+    asio::steady_timer hold(co_await asio::this_coro::executor);
+    for (int i = 0; i < rounds; ++i) {
+      auto lease = co_await sem.async_acquire(use_awaitable);
+      most = std::max(most, ++holding);
+      ++grants;
+      hold.expires_after(30ms);  // held a while, so that N hold at once
+      co_await hold.async_wait(use_awaitable);
+      --holding;
+      co_await lease.async_release(use_awaitable);
+    }
+  };
+  for (int i = 0; i < contenders; ++i)
+    asio::co_spawn(io, contender(*semaphores[i % 8]), [&](std::exception_ptr e) {
+      failures += e != nullptr;
+      ++finished;
+    });
+  REQUIRE(run_until(io, [&] { return finished == contenders; }, 600s));
+  CHECK(failures == 0);
+  CHECK(grants == contenders * rounds);
+  CHECK(most == leases);
+  run(io, [&]() -> awaitable<void> { CHECK(co_await nothing_left(*sessions[0], path)); }());
+}
+
+TEST_CASE("several leases at once, all or nothing; waiters served in order") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts())), c(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-many");
+  semaphore sa(a, path, 3), sb(b, path, 3), sc(c, path, 3);
+  run(io, [&]() -> awaitable<void> {
+    auto two = co_await sa.async_acquire_many(2, use_awaitable);
+    REQUIRE(two.size() == 2);
+    CHECK(two[0].node() != two[1].node());
+    int order = 0, b_granted = 0, c_granted = 0;
+    std::vector<lock> b_leases;
+    lock c_lease;
+    test_event b_done(io.get_executor()), c_done(io.get_executor());
+    // B wants two: one is free, so it waits (holding the semaphore's mutex).
+    sb.async_acquire_many(2, [&](std::error_code ec, std::vector<lock> held) {
+      CHECK(!ec);
+      b_granted = ++order;
+      b_leases = std::move(held);
+      b_done.count();
+    });
+    REQUIRE(co_await settles_at(a, path + "/locks", 1));
+    REQUIRE(co_await settles_at(a, path + "/leases", 4, 10s, queue_family::semaphore));
+    // C wants one, which is free: but B came first.
+    sc.async_acquire([&](std::error_code ec, lock held) {
+      CHECK(!ec);
+      c_granted = ++order;
+      c_lease = std::move(held);
+      c_done.count();
+    });
+    REQUIRE(co_await settles_at(a, path + "/locks", 2));
+    CHECK(!b_done.happened());
+    CHECK(!c_done.happened());
+    for (auto& l : two) co_await l.async_release(use_awaitable);
+    REQUIRE(co_await b_done.wait(10s));
+    REQUIRE(co_await c_done.wait(10s));
+    CHECK(b_granted < c_granted);
+    CHECK(b_leases.size() == 2);
+    CHECK(c_lease.held());
+    CHECK(co_await children_of(a, path + "/leases") == 3);
+    for (auto& l : b_leases) co_await l.async_release(use_awaitable);
+    co_await c_lease.async_release(use_awaitable);
+    CHECK(co_await nothing_left(a, path));
+  }());
+}
+
+TEST_CASE("bad counts and paths say what is wrong") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-bad");
+  CHECK_THROWS_AS(semaphore(s, path, 0), std::invalid_argument);
+  CHECK_THROWS_AS(semaphore(s, "no-slash", 2), std::system_error);
+  semaphore sem(s, path, 2);
+  CHECK(sem.path() == path);
+  CHECK(sem.max_leases() == 2);
+  run(io, [&]() -> awaitable<void> {
+    for (std::size_t count : {std::size_t{0}, std::size_t{3}}) {
+      auto [ec, held] = co_await sem.async_acquire_many(count, as_tuple(use_awaitable));
+      CHECK(ec == error::invalid_lease_count);
+      CHECK(ec == condition::caller_fault);
+      CHECK(held.empty());
+    }
+    CHECK(co_await nothing_left(s, path));
+  }());
+}
+
+TEST_CASE("try, timeouts and cancellation leave no node behind") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-cancel");
+  semaphore sa(a, path, 1), sb(b, path, 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await sa.async_acquire(use_awaitable);
+    auto [busy, l1] = co_await sb.async_try_acquire(as_tuple(use_awaitable));
+    CHECK(busy == error::lock_busy);
+    CHECK(co_await children_of(a, path + "/leases") == 1);
+    auto [late, l2] = co_await sb.async_acquire_for(200ms, as_tuple(use_awaitable));
+    CHECK(late == error::lock_timeout);
+    auto [late_many, l3] = co_await sb.async_acquire_many_until(1, std::chrono::steady_clock::now() + 200ms,
+                                                                 as_tuple(use_awaitable));
+    CHECK(late_many == error::lock_timeout);
+    for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+      asio::cancellation_signal cancel;
+      acquire_outcome waiting(io);
+      sb.async_acquire(asio::bind_cancellation_slot(cancel.slot(), waiting.handler()));
+      REQUIRE(co_await settles_at(a, path + "/leases", 2, 10s, queue_family::semaphore));
+      cancel.emit(type);
+      REQUIRE(co_await waiting.done.wait(5s));
+      CHECK(*waiting.ec == asio::error::operation_aborted);
+      CHECK(co_await settles_at(a, path + "/leases", 1, 10s, queue_family::semaphore));
+      CHECK(co_await settles_at(a, path + "/locks", 0));
+    }
+    co_await held.async_release(use_awaitable);
+    auto again = co_await sb.async_try_acquire(use_awaitable);
+    CHECK(again.held());
+    co_await again.async_release(use_awaitable);
+    CHECK(co_await nothing_left(a, path));
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a lease holder's session expires: its lost signal fires and the waiter gets the lease") {
+  session cut_off(io, test_options(proxy.address(), 1s));
+  session direct(io, test_options(servers.hosts(), 10s));
+  semaphore s_cut(cut_off, "/sem", 1), s_direct(direct, "/sem", 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await s_cut.async_acquire(use_awaitable);
+    acquire_outcome waiter(io);
+    s_direct.async_acquire(waiter.handler());
+    REQUIRE(co_await settles_at(direct, "/sem/leases", 2, 10s, queue_family::semaphore));
+    co_await holder_expires(*this, held, waiter);
+    CHECK(co_await nothing_left(direct, "/sem"));
+  }(), 30s);
+}
