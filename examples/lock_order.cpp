@@ -3,9 +3,10 @@
 // "exit NAME" to it while holding the lock (one O_APPEND write each), so that
 // overlapping holders would show: the cross-process tests use it that way.
 // With MODE ("read" or "write"), the lock is a zkasio::shared_mutex's read or
-// write lock, and the lines are "enter MODE NAME" and "exit MODE NAME".
+// write lock, and the lines are "enter MODE NAME" and "exit MODE NAME"; with
+// "lease-N", one lease of a zkasio::semaphore of N ("enter lease NAME").
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [MODE]]
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N]]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <string>
 #include <zkasio/mutex.hpp>
+#include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 using asio::awaitable;
@@ -35,17 +37,20 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
                            std::string log, std::string mode) {
   zkasio::mutex m(s, path, {.data = name});
   zkasio::shared_mutex rw(s, path, {.data = name});
-  auto who = mode.empty() ? name : mode + " " + name;
+  bool lease = mode.starts_with("lease-");
+  zkasio::semaphore leases(s, path, lease ? std::stoul(mode.substr(6)) : 1, {.data = name});
+  auto who = mode.empty() ? name : (lease ? "lease" : mode) + " " + name;
   for (int i = 1; i <= rounds; ++i) {
     zkasio::lock held;
     if (mode.empty()) held = co_await m.async_acquire(use_awaitable);
+    else if (lease) held = co_await leases.async_acquire(use_awaitable);
     else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
     else held = co_await rw.async_lock(use_awaitable);
     append(log, "enter " + who + "\n");
     std::cout << name << " holds the lock (round " << i << ", node "
               << held.node().substr(path.size() + 1) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
-    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(2));
+    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(lease ? 20 : 2));
     co_await hold.async_wait(use_awaitable);
     append(log, "exit " + who + "\n");
     co_await held.async_release(use_awaitable);
@@ -57,8 +62,10 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
 
 int main(int argc, char** argv) {
   std::string mode = argc == 7 ? argv[6] : "";
-  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write")) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write]]\n";
+  bool lease = mode.size() > 6 && mode.starts_with("lease-") &&
+               mode.find_first_not_of("0123456789", 6) == std::string::npos;
+  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write" && !lease)) {
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N]]\n";
     return 2;
   }
   asio::io_context io;

@@ -69,7 +69,8 @@ void run_contenders(const std::vector<contender>& contenders, const std::string&
   }
 }
 
-// What a read/write lock's log shows: "enter MODE NAME" / "exit MODE NAME".
+// What a read/write lock's log shows: "enter MODE NAME" / "exit MODE NAME"
+// (a semaphore's: MODE "lease", counted as readers).
 struct read_write_log {
   int violations = 0;     // a writer beside anyone, a reader beside a writer
   int most_readers = 0;   // readers holding at once, at most
@@ -194,19 +195,11 @@ TEST_CASE("the read/write lock across 4 processes: writers exclude everyone, rea
   std::filesystem::remove(log);
 }
 
-TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
-  curator_program curator("CuratorReadWriteContender");
-  auto log = temp_log("read-write-interop");
-  auto path = unique_path("read-write-interop");
-  // Curator's side starts first and runs longer (a JVM starts slowly): the
-  // zkasio processes start once every Curator contender has held the lock.
-  constexpr int curator_rounds = 150, zkasio_rounds = 40;
-  std::vector<contender> curators, zkasios;
-  for (auto* mode : {"read", "read", "write"}) {
-    auto zk = "zkasio-" + std::to_string(zkasios.size()), other = "curator-" + std::to_string(curators.size());
-    zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log, mode}, zk});
-    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds), mode, log}), other});
-  }
+// Curator's contenders first (they run longer: a JVM starts slowly); the
+// zkasio ones once every Curator contender has held the lock. Checks that
+// all exit 0, each with its rounds in the log, and nobody beside a writer.
+read_write_log run_curator_first(const std::vector<contender>& curators, int curator_rounds,
+                                 const std::vector<contender>& zkasios, int zkasio_rounds, const std::string& log) {
   std::vector<int> curator_pids;
   for (auto& c : curators) curator_pids.push_back(spawn(c.argv));
   auto all_held = [&] {
@@ -223,11 +216,49 @@ TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one 
   }
   auto seen = read_write_log_of(log);
   CHECK(seen.violations == 0);
-  CHECK(seen.lines == 3 * (curator_rounds + zkasio_rounds) * 2);
+  for (auto& c : curators) CHECK(seen.grants[c.name] == curator_rounds);
+  for (auto& c : zkasios) CHECK(seen.grants[c.name] == zkasio_rounds);
+  CHECK(seen.lines == 2 * static_cast<int>(curators.size() * curator_rounds + zkasios.size() * zkasio_rounds));
+  return seen;
+}
+
+TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
+  curator_program curator("CuratorReadWriteContender");
+  auto log = temp_log("read-write-interop");
+  auto path = unique_path("read-write-interop");
+  constexpr int curator_rounds = 150, zkasio_rounds = 40;
+  std::vector<contender> curators, zkasios;
+  for (auto* mode : {"read", "read", "write"}) {
+    auto zk = "zkasio-" + std::to_string(zkasios.size()), other = "curator-" + std::to_string(curators.size());
+    zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log, mode}, zk});
+    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds), mode, log}), other});
+  }
+  auto seen = run_curator_first(curators, curator_rounds, zkasios, zkasio_rounds, log);
   MESSAGE("readers at once at most: " << seen.most_readers << "; zkasio and Curator readers together: "
                                        << seen.mixed_readers << " times");
   CHECK(seen.mixed_readers > 0);  // zkasio and Curator readers did share
-  for (auto& c : curators) CHECK(seen.grants[c.name] == curator_rounds);
-  for (auto& c : zkasios) CHECK(seen.grants[c.name] == zkasio_rounds);
+  std::filesystem::remove(log);
+}
+
+TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leases") {
+  curator_program curator("CuratorSemaphoreContender");
+  auto log = temp_log("semaphore-interop");
+  auto path = unique_path("semaphore-interop");
+  constexpr int leases = 2, curator_rounds = 40, zkasio_rounds = 15;
+  std::vector<contender> curators, zkasios;
+  for (int i = 0; i < 3; ++i) {
+    auto zk = "zkasio-" + std::to_string(i), other = "curator-" + std::to_string(i);
+    zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log,
+                        "lease-" + std::to_string(leases)},
+                       zk});
+    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds),
+                                      std::to_string(leases), log}),
+                        other});
+  }
+  auto seen = run_curator_first(curators, curator_rounds, zkasios, zkasio_rounds, log);
+  MESSAGE("leases held at once at most: " << seen.most_readers << "; by zkasio and Curator together: "
+                                           << seen.mixed_readers << " times");
+  CHECK(seen.most_readers == leases);  // never more, and reached
+  CHECK(seen.mixed_readers > 0);
   std::filesystem::remove(log);
 }

@@ -60,7 +60,7 @@ TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
     sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
     locks.push_back(std::make_unique<shared_mutex>(*sessions.back(), path));
   }
-  constexpr int contenders = 100, rounds = 20;
+  constexpr int contenders = 100, rounds = 10;
   holders seen;
   int failures = 0, finished = 0;
   std::vector<std::int64_t> write_tokens;

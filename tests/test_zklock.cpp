@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <zkasio/mutex.hpp>
+#include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 #include "support/async.hpp"
@@ -206,6 +207,25 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
   CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--read", path, "--", "true"}) == 124);
   run(io, writing.async_release(asio::use_awaitable));
   CHECK(await_no_lock_nodes(hosts, path));
+}
+
+TEST_CASE("zklock --semaphore N: at most N commands at once") {
+  auto path = unique_path("zklock-semaphore");
+  auto hosts = shared_hosts();
+  asio::io_context io;
+  session s(io, test_options(hosts));
+  semaphore leases(s, path, 2);
+  auto one = run(io, leases.async_acquire(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 0);
+  auto two = run(io, leases.async_acquire(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 124);
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--semaphore", "2", path, "--", "true"}) == 124);
+  CHECK(zklock({"--hosts", hosts, "--semaphore", "0", path, "--", "true"}) == 125);
+  CHECK(zklock({"--hosts", hosts, "--semaphore", "2", "--read", path, "--", "true"}) == 125);
+  run(io, one.async_release(asio::use_awaitable));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "5", "--semaphore", "2", path, "--", "true"}) == 0);
+  run(io, two.async_release(asio::use_awaitable));
+  CHECK(await_no_lock_nodes(hosts, path + "/leases"));
 }
 
 TEST_CASE("zklock passes TERM, INT, HUP, QUIT, USR1, USR2, ALRM and PIPE to the command, then releases and exits 128+N") {

@@ -1,12 +1,14 @@
 // zklock: like flock(1), for a ZooKeeper lock (zkasio::mutex, Curator-compatible).
 //
-//   zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write]
+//   zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write | --semaphore N]
 //          [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND ARGS...
 //
 // --read and --write take a zkasio::shared_mutex's read or write lock instead
 // (Curator's InterProcessReadWriteLock layout): readers share, writers
-// exclude everyone. The two kinds of lock on one path do not exclude each
-// other: a path is a mutex or a read/write lock, never both.
+// exclude everyone. --semaphore N takes one of N leases of a
+// zkasio::semaphore (Curator's InterProcessSemaphoreV2 layout): at most N
+// such commands run at once. The kinds of lock on one path do not exclude
+// each other: a path is one of them, never several.
 //
 // Acquires the lock, runs the command in its own process group, releases when
 // it exits. Exit status: the command's own; 128+N when it died of signal N;
@@ -71,6 +73,7 @@
 #include <string>
 #include <vector>
 #include <zkasio/mutex.hpp>
+#include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 extern char** environ;
@@ -92,23 +95,25 @@ constexpr std::array passed_signals{SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH};
 
 const char* usage =
-    "usage: zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write]\n"
+    "usage: zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write | --semaphore N]\n"
     "              [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND "
     "ARGS...\n"
     "Runs COMMAND, in its own process group, while holding the ZooKeeper lock /lock/path.\n"
-    "--read / --write: a read/write lock's read (shared) or write lock instead; a path is\n"
-    "either a plain lock or a read/write lock: the two do not exclude each other.\n"
+    "--read / --write: a read/write lock's read (shared) or write lock instead; --semaphore N:\n"
+    "one of N leases (at most N commands at once). A path is one kind of lock: the kinds do\n"
+    "not exclude each other.\n"
     "TERM INT HUP QUIT USR1 USR2 ALRM PIPE WINCH are passed to the command. In the\n"
     "terminal's foreground the command gets the terminal. When the command stops,\n"
     "zklock's job stops too; continued, zklock confirms the lock before continuing it.\n"
     "Exit: the command's status; 128+N signal N; 123 lock lost; 124 timeout;\n"
     "125 zklock failed; 126 cannot run; 127 not found.\n";
 
-// Which lock: the mutex, or a shared_mutex's read or write lock.
-enum class lock_mode { mutex, read, write };
+// Which lock: the mutex, a shared_mutex's read or write lock, or a lease.
+enum class lock_mode { mutex, read, write, lease };
 
 struct options {
   lock_mode mode = lock_mode::mutex;
+  std::size_t leases = 0;  // with lock_mode::lease
   std::string hosts;
   std::optional<double> timeout;  // seconds, from start
   std::chrono::milliseconds session_timeout{10000};
@@ -160,10 +165,17 @@ options parse(int argc, char** argv) {
       if (text == "on_suspend") o.policy = zkasio::lost_policy::on_suspend;
       else if (text == "before_expiry") o.policy = zkasio::lost_policy::before_expiry;
       else fail("--policy must be on_suspend or before_expiry, not '" + text + "'");
-    } else if (arg == "--read" || arg == "--write") {
-      auto mode = arg == "--read" ? lock_mode::read : lock_mode::write;
-      if (o.mode != lock_mode::mutex && o.mode != mode) fail("--read and --write exclude each other");
+    } else if (arg == "--read" || arg == "--write" || arg == "--semaphore") {
+      auto mode = arg == "--read" ? lock_mode::read : arg == "--write" ? lock_mode::write : lock_mode::lease;
+      if (o.mode != lock_mode::mutex && o.mode != mode) fail("--read, --write and --semaphore exclude each other");
       o.mode = mode;
+      if (mode == lock_mode::lease) {
+        auto text = value();
+        char* end = nullptr;
+        long n = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end || n < 1) fail("--semaphore must be a number of leases >= 1, not '" + text + "'");
+        o.leases = static_cast<std::size_t>(n);
+      }
     } else if (arg == "--owner") {
       o.owner = value();
     } else if (arg == "-v") {
@@ -333,6 +345,7 @@ class runner {
     const zkasio::lock_options lock_options{.policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner};
     zkasio::mutex m(s, o_.path, lock_options);
     zkasio::shared_mutex rw(s, o_.path, lock_options);
+    zkasio::semaphore leases(s, o_.path, std::max<std::size_t>(o_.leases, 1), lock_options);
 
     say("acquiring " + o_.path);
     std::error_code ec;
@@ -350,6 +363,9 @@ class runner {
           case lock_mode::read:
             if (at_once) co_return co_await rw.async_try_lock_shared(token);
             co_return co_await rw.async_lock_shared_until(until, token);
+          case lock_mode::lease:
+            if (at_once) co_return co_await leases.async_try_acquire(token);
+            co_return co_await leases.async_acquire_until(until, token);
           case lock_mode::write:
             break;
         }
