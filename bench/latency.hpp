@@ -65,6 +65,7 @@ struct options {
   int hold_us = 0;
   int waiters = 100;
   int locks = 1;
+  std::string recipe = "mutex";  // handoff: mutex, rw (write lock) or semaphore (one lease)
   std::string samples_dir;  // empty: none written
   bool json = false;
 };
@@ -74,6 +75,7 @@ report run_ops(const options& o);
 report run_handoff(const options& o);
 report run_uncontended(const options& o);
 report run_throughput(const options& o);
+report run_read_heavy(const options& o);
 report run_scale(const options& o);  // values["granted"] == waiters, ["in_order"] true when sound
 // floor and ops in alternating batches (machine noise hits both alike), then
 // both reports and the ratio of their p50s.

@@ -1,7 +1,8 @@
-// The lock through zkasio::mutex, every contender a coroutine on one thread:
-// handoff between two sessions, an uncontended acquire and release,
-// throughput of many contenders, and scale (thousands of waiters queued on
-// one thread, then drained).
+// The locks through zkasio, every contender a coroutine on one thread:
+// handoff between two sessions (of the mutex, a shared_mutex's write lock or
+// a semaphore's one lease), an uncontended acquire and release, throughput of
+// many contenders, the read-heavy throughput of a shared_mutex, and scale
+// (thousands of waiters queued on one thread, then drained).
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
@@ -16,6 +17,8 @@
 #include <stdexcept>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
+#include <zkasio/semaphore.hpp>
+#include <zkasio/shared_mutex.hpp>
 
 #include "latency.hpp"
 #include "harness.hpp"
@@ -72,6 +75,32 @@ awaitable<void> run_all(std::vector<awaitable<void>> work) {
 
 // ------------------------------------------------------------------ handoff
 
+// A handoff player's lock, by --recipe: the mutex, a shared_mutex's write
+// lock, or a semaphore's one lease (its mutex taken first, as Curator's).
+class recipe_lock {
+ public:
+  recipe_lock(session& s, const std::string& path, const std::string& recipe) {
+    if (recipe == "rw") rw_.emplace(s, path);
+    else if (recipe == "semaphore") leases_.emplace(s, path, 1);
+    else plain_.emplace(s, path);
+  }
+  awaitable<lock> acquire() {
+    if (rw_) co_return co_await rw_->async_lock(use_awaitable);
+    if (leases_) co_return co_await leases_->async_acquire(use_awaitable);
+    co_return co_await plain_->async_acquire(use_awaitable);
+  }
+  // What the recipe leaves under `path` to remove, deepest first.
+  static std::vector<std::string> nodes(const std::string& path, const std::string& recipe) {
+    if (recipe == "semaphore") return {path + "/locks", path + "/leases", path};
+    return {path};
+  }
+
+ private:
+  std::optional<mutex> plain_;
+  std::optional<shared_mutex> rw_;
+  std::optional<semaphore> leases_;
+};
+
 struct ping_pong {
   int wanted;
   int handoffs = 0;
@@ -82,10 +111,10 @@ struct ping_pong {
 // Holds for 2 ms (the other is surely queued by then), stamps the release,
 // releases and queues again; each grant after the other's release is one
 // handoff sample.
-awaitable<void> player(mutex& m, ping_pong& game) {
+awaitable<void> player(recipe_lock& m, ping_pong& game) {
   asio::steady_timer hold(co_await asio::this_coro::executor);
   while (static_cast<int>(game.samples.count()) < game.wanted) {
-    auto held = co_await m.async_acquire(use_awaitable);
+    auto held = co_await m.acquire();
     auto acquired = clock::now();
     if (game.released && game.handoffs++ >= warm_up_rounds &&
         static_cast<int>(game.samples.count()) < game.wanted)
@@ -102,10 +131,10 @@ awaitable<void> handoff(session_list& both, const options& o, report& r) {
   session& b = *both[1];
   co_await (a.async_connect(use_awaitable) && b.async_connect(use_awaitable));
   auto dir = bench_dir("handoff"), path = dir + "/lock";
-  mutex ma(a, path), mb(b, path);
+  recipe_lock ma(a, path, o.recipe), mb(b, path, o.recipe);
   ping_pong game{.wanted = o.rounds, .released = {}, .samples = entry(r, "handoff")};
   co_await (player(ma, game) && player(mb, game));
-  co_await remove_dir(a, dir, std::vector<std::string>(1, path));
+  co_await remove_dir(a, dir, recipe_lock::nodes(path, o.recipe));
   co_await (a.async_close(use_awaitable) && b.async_close(use_awaitable));
 }
 
@@ -161,15 +190,28 @@ awaitable<void> contender(mutex& m, contention& c) {
   }
 }
 
-awaitable<void> throughput(session_list& sessions, const options& o, report& r) {
+// The sessions connected, and one lock object (a Lock) per session on
+// `path`: its contenders share what it knows of the queue.
+template <class Lock>
+awaitable<std::vector<Lock>> one_per_session(session_list& sessions, std::string path) {
   for (auto& s : sessions) co_await s->async_connect(use_awaitable);
+  std::vector<Lock> locks;
+  for (auto& s : sessions) locks.emplace_back(*s, path);
+  co_return locks;
+}
+
+// The measuring window: --seconds long, after the warm-up.
+std::pair<clock::time_point, clock::time_point> measuring_window(const options& o) {
+  auto start = clock::now() + warm_up_time;
+  return {start, start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o.seconds))};
+}
+
+awaitable<void> throughput(session_list& sessions, const options& o, report& r) {
   auto dir = bench_dir("throughput"), path = dir + "/lock";
-  // One mutex per session: its contenders share what it knows of the queue.
-  std::vector<mutex> mutexes;
-  for (auto& s : sessions) mutexes.emplace_back(*s, path);
-  auto window = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o.seconds));
-  contention c{.start = clock::now() + warm_up_time,
-               .end = clock::now() + warm_up_time + window,
+  auto mutexes = co_await one_per_session<mutex>(sessions, path);
+  auto [start, end] = measuring_window(o);
+  contention c{.start = start,
+               .end = end,
                .hold = std::chrono::microseconds(o.hold_us),
                .released = {},
                .handoffs = entry(r, "handoff")};
@@ -177,6 +219,55 @@ awaitable<void> throughput(session_list& sessions, const options& o, report& r) 
   for (int i = 0; i < o.contenders; ++i) work.push_back(contender(mutexes[i % mutexes.size()], c));
   co_await run_all(std::move(work));
   add_value(r, "acquisitions_per_s", static_cast<double>(c.acquisitions) / o.seconds);
+  co_await remove_dir(*sessions.front(), dir, std::vector<std::string>(1, path));
+  co_await close_all(sessions);
+}
+
+// --------------------------------------------------------------- read-heavy
+
+struct readers_and_writers {
+  clock::time_point start, end;  // the measuring window
+  std::chrono::microseconds hold;
+  bool stop = false;
+  int readers = 0, writers = 0;  // holding now
+  std::uint64_t reads = 0, writes = 0;
+};
+
+// Loops on the read or the write lock until the window has passed, holding
+// each grant `hold`; checks that writers hold alone.
+awaitable<void> reader_or_writer(shared_mutex& m, readers_and_writers& c, bool write) {
+  asio::steady_timer hold(co_await asio::this_coro::executor);
+  while (!c.stop) {
+    lock held;
+    if (write) held = co_await m.async_lock(use_awaitable);
+    else held = co_await m.async_lock_shared(use_awaitable);
+    auto acquired = clock::now();
+    if (c.writers > 0 || (write && c.readers > 0)) throw std::runtime_error("a writer held beside another holder");
+    ++(write ? c.writers : c.readers);
+    if (acquired >= c.start && acquired < c.end) ++(write ? c.writes : c.reads);
+    if (acquired >= c.end) c.stop = true;
+    if (c.hold.count()) {
+      hold.expires_after(c.hold);
+      co_await hold.async_wait(use_awaitable);
+    }
+    --(write ? c.writers : c.readers);
+    co_await held.async_release(use_awaitable);
+  }
+}
+
+// Every 11th contender a writer (10 readers : 1 writer), over the sessions.
+awaitable<void> read_heavy(session_list& sessions, const options& o, report& r) {
+  auto dir = bench_dir("read-heavy"), path = dir + "/lock";
+  auto locks = co_await one_per_session<shared_mutex>(sessions, path);
+  auto [start, end] = measuring_window(o);
+  readers_and_writers c{.start = start, .end = end, .hold = std::chrono::microseconds(o.hold_us)};
+  std::vector<awaitable<void>> work;
+  for (int i = 0; i < o.contenders; ++i)
+    work.push_back(reader_or_writer(locks[i % locks.size()], c, i % 11 == 10));
+  co_await run_all(std::move(work));
+  add_value(r, "reads_per_s", static_cast<double>(c.reads) / o.seconds);
+  add_value(r, "writes_per_s", static_cast<double>(c.writes) / o.seconds);
+  add_value(r, "acquisitions_per_s", static_cast<double>(c.reads + c.writes) / o.seconds);
   co_await remove_dir(*sessions.front(), dir, std::vector<std::string>(1, path));
   co_await close_all(sessions);
 }
@@ -312,6 +403,7 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
 report run_handoff(const options& o) { return run_with_sessions(o, 2, "handoff", handoff); }
 report run_uncontended(const options& o) { return run_with_sessions(o, 1, "uncontended", uncontended); }
 report run_throughput(const options& o) { return run_with_sessions(o, o.sessions, "throughput", throughput); }
+report run_read_heavy(const options& o) { return run_with_sessions(o, o.sessions, "read-heavy", read_heavy); }
 report run_scale(const options& o) { return run_with_sessions(o, o.sessions, "scale", scale); }
 
 }  // namespace zkasio::bench

@@ -18,13 +18,19 @@ const char* usage =
     "  ops --rounds N     the same operations through zkasio::session\n"
     "  ops-vs-floor --rounds N [--batches B]\n"
     "                     floor and ops in B alternating batches, and the ratio of p50s\n"
-    "  handoff --rounds N two sessions ping-pong one lock (the holder keeps it 2 ms):\n"
-    "                     handoff = the waiter's grant - the holder's release\n"
+    "  handoff --rounds N [--recipe mutex|rw|semaphore]\n"
+    "                     two sessions ping-pong one lock (the holder keeps it 2 ms):\n"
+    "                     handoff = the waiter's grant - the holder's release; the lock\n"
+    "                     is the mutex, a shared_mutex's write lock or a semaphore's lease\n"
     "  uncontended --rounds N\n"
     "                     acquire_release: one acquire and its release, nobody else\n"
     "  throughput --contenders C --sessions S --seconds D --hold-us H\n"
     "                     C coroutines over S sessions loop on one lock for D seconds:\n"
     "                     acquisitions_per_s and handoff\n"
+    "  read-heavy --contenders C --sessions S --seconds D --hold-us H\n"
+    "                     C coroutines over S sessions loop on one shared_mutex, every\n"
+    "                     11th a writer (10 readers : 1 writer): reads_per_s,\n"
+    "                     writes_per_s, acquisitions_per_s\n"
     "  scale --waiters W --locks L [--sessions S]\n"
     "                     W waiters on one thread queue on L locks, then drain: waiters,\n"
     "                     granted, in_order, threads, rss_bytes_per_waiter, drain_s;\n"
@@ -79,7 +85,11 @@ int main(int argc, char** argv) {
     else if (arg == "--hold-us") o.hold_us = whole(0, 10'000'000);
     else if (arg == "--waiters") o.waiters = whole(1, 1'000'000);
     else if (arg == "--locks") o.locks = whole(1, 100'000);
-    else if (arg == "--samples") o.samples_dir = value();
+    else if (arg == "--recipe") {
+      o.recipe = value();
+      if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore")
+        fail("--recipe must be mutex, rw or semaphore, not '" + o.recipe + "'");
+    } else if (arg == "--samples") o.samples_dir = value();
     else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
   }
@@ -93,6 +103,7 @@ int main(int argc, char** argv) {
   else if (command == "handoff") r = zkasio::bench::run_handoff(o);
   else if (command == "uncontended") r = zkasio::bench::run_uncontended(o);
   else if (command == "throughput") r = zkasio::bench::run_throughput(o);
+  else if (command == "read-heavy") r = zkasio::bench::run_read_heavy(o);
   else if (command == "scale") {
     if (o.locks > o.waiters) fail("--locks must not exceed --waiters");
     r = zkasio::bench::run_scale(o);

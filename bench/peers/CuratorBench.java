@@ -1,12 +1,19 @@
-// The Apache Curator peer of zkasio-bench: InterProcessMutex measured with the
-// same protocol, the same command line and the same JSON as zkasio's.
+// The Apache Curator peer of zkasio-bench: InterProcessMutex (and the
+// read/write lock and the semaphore) measured with the same protocol, the same
+// command line and the same JSON as zkasio's.
 //
 //   CuratorBench SUBCOMMAND --hosts H [--rounds N] [--contenders C] [--sessions S]
-//                [--seconds D] [--hold-us H] [--samples DIR] [--json]
+//                [--seconds D] [--hold-us H] [--recipe R] [--samples DIR] [--json]
 //
 //   handoff      two sessions ping-pong one lock; the holder sleeps 2 ms (so the
 //                other is surely queued), stamps t_release and releases; the
 //                other stamps t_acquired when acquire() returns. Key "handoff".
+//                --recipe: mutex (InterProcessMutex), rw (InterProcessReadWriteLock's
+//                write lock) or semaphore (one lease of InterProcessSemaphoreV2 of 1).
+//   read-heavy   C threads over S clients loop on one InterProcessReadWriteLock,
+//                every 11th on the write lock (10 readers : 1 writer), the others
+//                on the read lock, holding H microseconds. Keys "reads_per_s",
+//                "writes_per_s", "acquisitions_per_s".
 //   uncontended  one acquire plus one release, nobody else contending. Key
 //                "acquire_release".
 //   throughput   C threads over S clients (round-robin) loop on one lock:
@@ -41,13 +48,16 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryNTimes;
 
 public class CuratorBench {
   static final String USAGE =
       "usage: curator SUBCOMMAND --hosts H [--rounds N] [--contenders C] [--sessions S]\n"
       + "               [--seconds D] [--hold-us H] [--samples DIR] [--json]\n"
-      + "subcommands: handoff, uncontended, throughput\n"
+      + "subcommands: handoff [--recipe mutex|rw|semaphore], uncontended, throughput, read-heavy\n"
       + "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in microseconds.\n";
 
   static final class Usage extends Exception {
@@ -58,6 +68,7 @@ public class CuratorBench {
   static String hosts;
   static int rounds = 200, contenders = 4, sessions = 1, holdUs = 0;
   static double seconds = 3;
+  static String recipe = "mutex";
   static String samplesDir;
   static boolean json;
   static final String root = "/zkasio-bench-curator-" + ProcessHandle.current().pid();
@@ -124,7 +135,7 @@ public class CuratorBench {
   static void parse(String[] args) throws Usage {
     if (args.length < 1) throw new Usage("missing SUBCOMMAND");
     command = args[0];
-    if (!List.of("handoff", "uncontended", "throughput").contains(command))
+    if (!List.of("handoff", "uncontended", "throughput", "read-heavy").contains(command))
       throw new Usage("unknown subcommand '" + command + "'");
     String env = System.getenv("ZKASIO_HOSTS");
     hosts = env != null && !env.isEmpty() ? env : "127.0.0.1:2181";
@@ -134,7 +145,8 @@ public class CuratorBench {
         json = true;
         continue;
       }
-      if (!List.of("--hosts", "--rounds", "--contenders", "--sessions", "--seconds", "--hold-us", "--samples")
+      if (!List.of("--hosts", "--rounds", "--contenders", "--sessions", "--seconds", "--hold-us", "--samples",
+                   "--recipe")
                .contains(arg))
         throw new Usage("unknown option '" + arg + "'");
       if (i + 1 >= args.length) throw new Usage(arg + " needs a value");
@@ -145,6 +157,11 @@ public class CuratorBench {
           hosts = value;
           break;
         case "--rounds": rounds = parseInt(arg, value, 1, 10_000_000); break;
+        case "--recipe":
+          if (!List.of("mutex", "rw", "semaphore").contains(value))
+            throw new Usage("--recipe must be mutex, rw or semaphore, not '" + value + "'");
+          recipe = value;
+          break;
         case "--contenders": contenders = parseInt(arg, value, 1, 10_000); break;
         case "--sessions": sessions = parseInt(arg, value, 1, 1_000); break;
         case "--hold-us": holdUs = parseInt(arg, value, 0, 10_000_000); break;
@@ -187,6 +204,39 @@ public class CuratorBench {
     while (System.nanoTime() < end) Thread.onSpinWait();
   }
 
+  // A thread that runs `body`, a failure ending it (runAll reports it).
+  interface Body { void run() throws Exception; }
+  static Thread thread(String name, Body body) {
+    return new Thread(() -> {
+      try {
+        body.run();
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    }, name);
+  }
+
+  // A held lock of any recipe, and how to take one.
+  interface Held { void release() throws Exception; }
+  interface Lockable { Held acquire() throws Exception; }
+
+  static Lockable lockFor(CuratorFramework client) {
+    switch (recipe) {
+      case "rw": {
+        InterProcessMutex write = new InterProcessReadWriteLock(client, lockPath).writeLock();
+        return () -> { write.acquire(); return write::release; };
+      }
+      case "semaphore": {
+        InterProcessSemaphoreV2 leases = new InterProcessSemaphoreV2(client, lockPath, 1);
+        return () -> { Lease lease = leases.acquire(); return () -> leases.returnLease(lease); };
+      }
+      default: {
+        InterProcessMutex mutex = new InterProcessMutex(client, lockPath);
+        return () -> { mutex.acquire(); return mutex::release; };
+      }
+    }
+  }
+
   // handoff: two sessions, two threads, strict alternation.
   static Map<String, Object> handoff() throws Exception {
     int warmup = Math.max(200, rounds);
@@ -204,11 +254,11 @@ public class CuratorBench {
       List<Thread> threads = new ArrayList<>();
       for (int id = 0; id < 2; ++id) {
         final int me = id;
-        final InterProcessMutex mutex = new InterProcessMutex(clients[id], lockPath);
+        final Lockable lock = lockFor(clients[id]);
         threads.add(new Thread(() -> {
           try {
             while (acquisitions.get() < total && failure.get() == null) {
-              mutex.acquire();
+              Held held = lock.acquire();
               long acquired = System.nanoTime();
               if (holders.incrementAndGet() != 1) throw new IllegalStateException("two holders at once");
               long n = acquisitions.incrementAndGet();
@@ -221,7 +271,7 @@ public class CuratorBench {
                 lastHolder[0] = me;
                 lastRelease[0] = System.nanoTime();
               }
-              mutex.release();
+              held.release();
             }
           } catch (Exception e) {
             throw new RuntimeException(e);
@@ -282,27 +332,23 @@ public class CuratorBench {
       List<Thread> threads = new ArrayList<>();
       for (int id = 0; id < contenders; ++id) {
         final InterProcessMutex mutex = new InterProcessMutex(clients[id % clients.length], lockPath);
-        threads.add(new Thread(() -> {
-          try {
-            while (failure.get() == null) {
-              if (System.nanoTime() >= window[1]) break;
-              mutex.acquire();
-              long acquired = System.nanoTime();
-              if (holders.incrementAndGet() != 1) throw new IllegalStateException("two holders at once");
-              long previous = lastReleaseStamp.get();
-              if (acquired >= window[0] && acquired < window[1]) {
-                counted.incrementAndGet();
-                if (previous != Long.MIN_VALUE) samples.add(acquired - previous);
-              }
-              spinMicros(holdUs);
-              holders.decrementAndGet();
-              lastReleaseStamp.set(System.nanoTime());
-              mutex.release();
+        threads.add(thread("contender-" + id, () -> {
+          while (failure.get() == null) {
+            if (System.nanoTime() >= window[1]) break;
+            mutex.acquire();
+            long acquired = System.nanoTime();
+            if (holders.incrementAndGet() != 1) throw new IllegalStateException("two holders at once");
+            long previous = lastReleaseStamp.get();
+            if (acquired >= window[0] && acquired < window[1]) {
+              counted.incrementAndGet();
+              if (previous != Long.MIN_VALUE) samples.add(acquired - previous);
             }
-          } catch (Exception e) {
-            throw new RuntimeException(e);
+            spinMicros(holdUs);
+            holders.decrementAndGet();
+            lastReleaseStamp.set(System.nanoTime());
+            mutex.release();
           }
-        }, "contender-" + id));
+        }));
       }
       runAll(threads, failure, (long) ((warmupNs + measureNs) / 1e6) + 120_000);
     } finally {
@@ -311,6 +357,52 @@ public class CuratorBench {
     Map<String, Object> r = new LinkedHashMap<>();
     r.put("acquisitions_per_s", counted.get() / (measureNs / 1e9));
     r.put("handoff", samples);
+    return r;
+  }
+
+  // read-heavy: C threads over S sessions on one read/write lock, every 11th a
+  // writer; 2 s warm-up, then D s measured.
+  static Map<String, Object> readHeavy() throws Exception {
+    final long warmupNs = 2_000_000_000L;
+    final long measureNs = (long) (seconds * 1e9);
+    AtomicLong reads = new AtomicLong(), writes = new AtomicLong();
+    AtomicInteger readers = new AtomicInteger(), writers = new AtomicInteger();
+    AtomicReference<Throwable> failure = new AtomicReference<>();
+    CuratorFramework[] clients = new CuratorFramework[Math.min(sessions, contenders)];
+    for (int i = 0; i < clients.length; ++i) clients[i] = newClient();
+    long[] window = new long[2];
+    try {
+      for (CuratorFramework c : clients) c.blockUntilConnected(15, TimeUnit.SECONDS);
+      window[0] = System.nanoTime() + warmupNs;
+      window[1] = window[0] + measureNs;
+      List<Thread> threads = new ArrayList<>();
+      for (int id = 0; id < contenders; ++id) {
+        final boolean write = id % 11 == 10;
+        final InterProcessReadWriteLock lock = new InterProcessReadWriteLock(clients[id % clients.length], lockPath);
+        final InterProcessMutex mutex = write ? lock.writeLock() : lock.readLock();
+        threads.add(thread("contender-" + id, () -> {
+          while (failure.get() == null) {
+            if (System.nanoTime() >= window[1]) break;
+            mutex.acquire();
+            long acquired = System.nanoTime();
+            if (writers.get() > 0 || (write && readers.get() > 0))
+              throw new IllegalStateException("a writer held beside another holder");
+            (write ? writers : readers).incrementAndGet();
+            if (acquired >= window[0] && acquired < window[1]) (write ? writes : reads).incrementAndGet();
+            spinMicros(holdUs);
+            (write ? writers : readers).decrementAndGet();
+            mutex.release();
+          }
+        }));
+      }
+      runAll(threads, failure, (long) ((warmupNs + measureNs) / 1e6) + 120_000);
+    } finally {
+      cleanup(clients);
+    }
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("reads_per_s", reads.get() / (measureNs / 1e9));
+    r.put("writes_per_s", writes.get() / (measureNs / 1e9));
+    r.put("acquisitions_per_s", (reads.get() + writes.get()) / (measureNs / 1e9));
     return r;
   }
 
@@ -376,6 +468,7 @@ public class CuratorBench {
       switch (command) {
         case "handoff": r = handoff(); break;
         case "uncontended": r = uncontended(); break;
+        case "read-heavy": r = readHeavy(); break;
         default: r = throughput(); break;
       }
       report(r);
