@@ -41,9 +41,11 @@ lock_strand make_lock_strand(const asio::any_io_executor& executor) {
 }
 
 struct engine_state {
-  engine_state(session& owner, std::string path, lock_options options, queue_family family)
+  engine_state(session& owner, std::string path, lock_options options, queue_family family,
+               std::optional<lock_strand> shared_strand)
       : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)), family(family),
-        strand(make_lock_strand(s.get_executor())), known(known_nodes::of(s.hosts(), this->path)) {}
+        strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
+        known(known_nodes::of(s.hosts(), this->path)) {}
   session s;  // a view: what outlives the user's session object gets session_closed
   std::string path;
   lock_options options;
@@ -779,12 +781,12 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
 namespace detail {
 
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
-                                          queue_family family) {
+                                          queue_family family, std::optional<lock_strand> strand) {
   if (auto problem = path_problem(path); !problem.empty())
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
     throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
-  auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family);
+  auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family, std::move(strand));
   report_session_end(engine, s.state(), s.generation());
   return engine;
 }
@@ -859,10 +861,21 @@ namespace {
 // Until the leases' children are at most `max` (every child takes a slot, as
 // Curator counts them) with all of `mine` among them. lock_busy at once if not
 // so on the first look with `try_once`.
+// The semaphore's mutex as its holder sees it: `lost` set and `woken`
+// cancelled the moment the mutex may be lost. Then two
+// acquirers may wait for room at once and each count the other's nodes: the
+// wait ends (lock_lost) rather than wait for ever.
+struct guard_watch {
+  explicit guard_watch(const lock_strand& strand) : woken(strand, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer woken;
+  bool lost = false;
+};
+
 awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
-                                         std::size_t max, bool try_once) {
+                                         std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
   auto& s = m->s;
   for (;;) {
+    if (guard->lost) co_return make_error_code(error::lock_lost);
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
     if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return ec;
@@ -871,21 +884,26 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
         co_return make_error_code(error::lock_lost);  // deleted by someone else
     if (kids.names.size() <= max) co_return std::error_code{};
     if (try_once) co_return make_error_code(error::lock_busy);
-    auto [watch_ec, event] =
-        co_await s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable));
-    if (watch_ec) co_return watch_ec;
+    auto woken = co_await (s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable)) ||
+                           guard->woken.async_wait(as_tuple(use_awaitable)));
+    if (woken.index() == 1) {
+      if (guard->lost) co_return make_error_code(error::lock_lost);
+      co_return std::error_code(asio::error::operation_aborted);
+    }
+    if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) co_return watch_ec;
   }
 }
 
 // Creates the lease nodes of `mine`, then waits for room for all of them.
 awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state> m, std::vector<attempt>& mine,
-                                                   std::size_t max, bool try_once) {
+                                                   std::size_t max, bool try_once,
+                                                   std::shared_ptr<guard_watch> guard) {
   for (auto& a : mine) {
     auto [ec, listed] = co_await create_node(m, a);
     if (!ec && a.generation != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return std::make_tuple(ec);
   }
-  co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once));
+  co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));
 }
 
 }  // namespace
@@ -899,8 +917,9 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
   if (request.count < 1 || request.count > request.max)
     co_return failed(make_error_code(error::invalid_lease_count));
   // One acquirer at a time waits for room (the semaphore's mutex, as
-  // Curator's): so n leases are taken all at once, and no two acquirers of
-  // several leases can each hold part of what the other waits for.
+  // Curator's): so n leases are taken all at once, and no two zkasio
+  // acquirers of several leases can each hold part of what the other waits
+  // for.
   std::vector<attempt> mine;
   for (std::size_t i = 0; i < request.count; ++i)
     mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .node = {}, .stat = {}});
@@ -910,10 +929,17 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
     std::tie(ec, guard) = co_await async_acquire(locks, {.try_once = request.try_once, .deadline = request.deadline},
                                                  as_tuple(use_awaitable));
     if (ec) co_return failed(ec);
+    auto watch = std::make_shared<guard_watch>(leases->strand);
+    // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
+    guard.lost_slot().assign([watch](asio::cancellation_type) {
+      watch->lost = true;
+      watch->woken.cancel();
+    });
+    watch->lost = guard.lost();  // (lost before the binding: not emitted again)
     if (request.deadline)
-      std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once), *request.deadline);
+      std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
     else
-      std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once);
+      std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
   } catch (const std::system_error& e) {
     ec = e.code();
   }

@@ -187,3 +187,47 @@ TEST_CASE_FIXTURE(proxied_server, "a lease holder's session expires: its lost si
     CHECK(co_await nothing_left(direct, "/sem"));
   }(), 30s);
 }
+
+TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: that acquire fails, the queue goes on") {
+  asio::io_context io;
+  session h(io, test_options(shared_hosts())), a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-guard-deleted");
+  semaphore sh(h, path, 1), sa(a, path, 1), sb(b, path, 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await sh.async_acquire(use_awaitable);
+    acquire_outcome waiting(io), next(io);
+    sa.async_acquire(waiting.handler());
+    REQUIRE(co_await settles_at(h, path + "/leases", 2, 10s, queue_family::semaphore));
+    // An operator deletes the mutex node of the acquirer waiting for room.
+    auto guards = co_await lock_nodes(h, path + "/locks");
+    REQUIRE(guards.size() == 1);
+    co_await h.async_remove(path + "/locks/" + guards[0], use_awaitable);
+    REQUIRE(co_await waiting.done.wait(10s));
+    CHECK(*waiting.ec == error::lock_lost);  // not two acquirers waiting for room, each counting the other
+    sb.async_acquire(next.handler());
+    CHECK(co_await settles_at(h, path + "/leases", 2, 10s, queue_family::semaphore));
+    co_await held.async_release(use_awaitable);
+    REQUIRE(co_await next.done.wait(10s));
+    CHECK(!*next.ec);
+    co_await next.held.async_release(use_awaitable);
+    CHECK(co_await nothing_left(h, path));
+  }());
+}
+
+TEST_CASE("a cancellation that comes before the operation has run: operation_aborted, nothing created") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-cancel-first");
+  semaphore sem(s, path, 1);
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    asio::cancellation_signal cancel;
+    acquire_outcome attempt(io);
+    // Emitted on the semaphore's strand before the acquire's coroutine runs there.
+    asio::post(sem.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
+    sem.async_acquire(asio::bind_cancellation_slot(cancel.slot(), attempt.handler()));
+    REQUIRE(co_await attempt.done.wait(5s));
+    CHECK(*attempt.ec == asio::error::operation_aborted);
+    CHECK(co_await nothing_left(s, path));
+  }());
+}

@@ -89,6 +89,18 @@ struct signature_of<std::tuple<std::error_code, Values...>> {
   using type = void(std::error_code, Values...);
 };
 
+// The error code an exception stands for: a system_error's own, else
+// error::system_error.
+inline std::error_code code_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::system_error& x) {
+    return x.code();
+  } catch (...) {
+    return make_error_code(error::system_error);
+  }
+}
+
 // Completes at once (through the handler's executor) with `result`.
 template <class Result, class Token>
 auto complete_with(Result result, Token&& token) {
@@ -133,7 +145,9 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
             asio::bind_cancellation_slot(
                 cancel_slot, [handler = std::move(handler), executor = std::move(executor),
                               cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
-                  if (e) std::get<0>(result) = make_error_code(error::system_error);
+                  // (A cancellation before the coroutine first ran is thrown
+                  // by co_spawn's entry point: its code is the outcome.)
+                  if (e) std::get<0>(result) = code_of(e);
                   asio::dispatch(executor, [handler = std::move(handler),
                                             result = std::move(result)]() mutable {
                     asio::get_associated_cancellation_slot(handler).clear();

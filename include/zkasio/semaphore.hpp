@@ -8,10 +8,14 @@
 //   waits (a watch on the children) until the children are at most N, its own
 //   included; every child takes a slot, as Curator counts them.
 //
-// Waiters are served in the order of the mutex (FIFO). async_acquire(n)
-// takes n leases at once, all or nothing, holding the mutex while it waits
-// (Curator takes them one by one, each under the mutex, so two clients
-// asking for several can deadlock holding part each; zkasio's cannot). The
+// Waiters are served in the order of the mutex (FIFO). async_acquire_many(n)
+// takes n leases at once, all or nothing, holding the mutex while it waits:
+// two zkasio clients asking for several can never each hold part of what the
+// other waits for. (Curator takes them one by one, each under the mutex: a
+// Curator client asking for several beside such an acquirer can deadlock
+// with it, as two Curator clients can.) If the mutex may be lost while its
+// holder waits for room (its session, or an operator deleting its node),
+// that acquire fails with lock_lost instead of waiting beside another. The
 // maximum is each client's own, as in Curator: give every client the same.
 //
 // A lease is a zkasio::lock (lock.hpp): its lost signal fires when its node
@@ -37,7 +41,10 @@ class semaphore : public detail::lock_object {
   // (system_error) for a path that cannot be one.
   semaphore(session& s, std::string_view path, std::size_t max_leases, lock_options options = {})
       : lock_object(s, leases_of(path, max_leases), options, detail::queue_family::semaphore),
-        locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks", std::move(options), detail::queue_family::mutex)),
+        // One strand for both: the mutex's lost signal is bound by the
+        // acquire that waits for room (acquire_leases in lock_engine.cpp).
+        locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks", std::move(options),
+                                   detail::queue_family::mutex, get_executor())),
         path_(path),
         max_(max_leases) {}
 

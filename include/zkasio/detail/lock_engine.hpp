@@ -32,8 +32,10 @@
 namespace zkasio::detail {
 
 // Throws invalid_path (system_error) for a path that cannot be a lock path.
+// `strand`: another engine's, to run on one strand with it (a semaphore's
+// two); else a new one.
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
-                                          queue_family family);
+                                          queue_family family, std::optional<lock_strand> strand = std::nullopt);
 lock_strand strand_of(const engine_state& engine);
 const std::string& path_of(const engine_state& engine);
 
