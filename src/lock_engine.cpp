@@ -12,7 +12,6 @@
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
-#include <algorithm>
 #include <atomic>
 #include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/lock_queue.hpp>
@@ -879,10 +878,13 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
     if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return ec;
-    for (auto& a : mine)
-      if (std::find(kids.names.begin(), kids.names.end(), a.node.name) == kids.names.end())
-        co_return make_error_code(error::lock_lost);  // deleted by someone else
-    if (kids.names.size() <= max) co_return std::error_code{};
+    std::vector<std::string> names;
+    for (auto& a : mine) names.push_back(a.node.name);
+    switch (room_for(kids.names, names, max)) {
+      case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
+      case room_verdict::granted: co_return std::error_code{};
+      case room_verdict::wait: break;
+    }
     if (try_once) co_return make_error_code(error::lock_busy);
     auto woken = co_await (s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable)) ||
                            guard->woken.async_wait(as_tuple(use_awaitable)));

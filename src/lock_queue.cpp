@@ -202,6 +202,13 @@ lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_
           .relist_after = queue.others_before[predecessor] > 0 || unknown_writer};
 }
 
+room_verdict room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
+                      std::size_t max) {
+  for (const auto& name : mine)
+    if (std::find(children.begin(), children.end(), name) == children.end()) return room_verdict::missing;
+  return children.size() <= max ? room_verdict::granted : room_verdict::wait;
+}
+
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,
                                       std::string_view uuid) {
   for (const auto& child : children)

@@ -189,6 +189,17 @@ TEST_CASE("known nodes below the predecessor need no new listing") {
   CHECK_FALSE(vd.relist_after);
 }
 
+TEST_CASE("a semaphore's room: every child takes a slot, and all of mine must be there") {
+  auto l1 = node_at(uuid_a, 1, node_kind::lease), l2 = node_at(uuid_b, 2, node_kind::lease),
+       l3 = node_at(uuid_c, 3, node_kind::lease);
+  CHECK(room_for({l1, l2}, {l2}, 2) == room_verdict::granted);
+  CHECK(room_for({l1, l2, l3}, {l3}, 2) == room_verdict::wait);
+  CHECK(room_for({l1, l2, l3}, {l2, l3}, 3) == room_verdict::granted);  // several at once
+  CHECK(room_for({l1, l3}, {l2, l3}, 3) == room_verdict::missing);     // one of mine deleted
+  CHECK(room_for({l1, "garbage", l2}, {l2}, 2) == room_verdict::wait);  // as Curator counts
+  CHECK(room_for({}, {l1}, 1) == room_verdict::missing);
+}
+
 TEST_CASE("finding a node by its uuid after a lost create reply") {
   std::vector<std::string> children{node(uuid_b, "0000000002"), "other", node(uuid_a, "0000000005")};
   auto found = find_by_uuid(children, uuid_a);

@@ -109,6 +109,14 @@ struct lock_verdict {
 };
 lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt = {});
 
+// A semaphore's rule (Curator's InterProcessSemaphoreV2): the acquirer that
+// holds the semaphore's mutex, whose lease nodes are `mine`, holds them all
+// once the leases' children are at most `max` (every child takes a slot, as
+// Curator counts them); missing if one of mine is not among them.
+enum class room_verdict { granted, wait, missing };
+room_verdict room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
+                      std::size_t max);
+
 // The node with `uuid` in `children`, if any: how a contender finds its node
 // after a create whose reply was lost.
 std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,
