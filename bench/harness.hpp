@@ -3,13 +3,20 @@
 // (a benchmark that failed has nothing to report).
 #pragma once
 
+#include <unistd.h>
+
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <vector>
 #include <zkasio/session.hpp>
 
@@ -45,6 +52,42 @@ report run_with_sessions(const options& o, int count, const char* subcommand, Me
   report r;
   run_to_end(io, measure(opened, o, r), subcommand);
   return r;
+}
+
+// A directory of the server's own for one run of `subcommand`.
+inline std::string bench_dir(const char* subcommand) {
+  return "/zkasio-bench-" + std::string(subcommand) + "-" + std::to_string(getpid());
+}
+
+// The lock's parents are containers; removing them at once leaves the server
+// as it was without waiting for its container reaper.
+inline asio::awaitable<void> remove_dir(session& s, std::string dir, std::vector<std::string> locks) {
+  std::error_code ignored;
+  for (auto& path : locks) co_await s.async_remove(path, asio::redirect_error(asio::use_awaitable, ignored));
+  co_await s.async_remove(dir, asio::redirect_error(asio::use_awaitable, ignored));
+}
+
+// Runs every coroutine concurrently on this thread until all are done, then
+// rethrows the first failure.
+inline asio::awaitable<void> run_all(std::vector<asio::awaitable<void>> work) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
+  std::size_t remaining = work.size();
+  std::exception_ptr failure;
+  for (auto& w : work)
+    asio::co_spawn(executor, std::move(w), [&](std::exception_ptr e) {
+      if (e && !failure) failure = e;
+      if (--remaining == 0) all_done.cancel();
+    });
+  if (remaining) co_await all_done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  if (failure) std::rethrow_exception(failure);
+}
+
+// A session lives (and keeps its io_context running) until closed.
+inline asio::awaitable<void> close_all(session_list& sessions) {
+  std::vector<asio::awaitable<void>> closes;
+  for (auto& s : sessions) closes.push_back(s->async_close(asio::use_awaitable));
+  co_await run_all(std::move(closes));
 }
 
 }  // namespace zkasio::bench

@@ -76,7 +76,8 @@ report run_handoff(const options& o);
 report run_uncontended(const options& o);
 report run_throughput(const options& o);
 report run_read_heavy(const options& o);
-report run_scale(const options& o);  // values["granted"] == waiters, ["in_order"] true when sound
+report run_scale(const options& o);
+report run_herd(const options& o);  // --recipe mutex or race; sessions = waiters + 1  // values["granted"] == waiters, ["in_order"] true when sound
 // floor and ops in alternating batches (machine noise hits both alike), then
 // both reports and the ratio of their p50s.
 void run_ops_vs_floor(const options& o);

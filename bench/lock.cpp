@@ -36,43 +36,6 @@ using namespace std::chrono_literals;
 constexpr int warm_up_rounds = 20;
 constexpr auto warm_up_time = 500ms;
 
-std::string bench_dir(const char* subcommand) {
-  return "/zkasio-bench-" + std::string(subcommand) + "-" + std::to_string(getpid());
-}
-
-// The lock's parents are containers; removing them at once leaves the server
-// as it was without waiting for its container reaper.
-awaitable<void> remove_dir(session& s, const std::string& dir, const std::vector<std::string>& locks) {
-  std::error_code ignored;
-  for (auto& path : locks) co_await s.async_remove(path, asio::redirect_error(use_awaitable, ignored));
-  co_await s.async_remove(dir, asio::redirect_error(use_awaitable, ignored));
-}
-
-awaitable<void> run_all(std::vector<awaitable<void>> work);
-
-// A session lives (and keeps its io_context running) until closed.
-awaitable<void> close_all(session_list& sessions) {
-  std::vector<awaitable<void>> closes;
-  for (auto& s : sessions) closes.push_back(s->async_close(use_awaitable));
-  co_await run_all(std::move(closes));
-}
-
-// Runs every coroutine concurrently on this thread until all are done, then
-// rethrows the first failure.
-awaitable<void> run_all(std::vector<awaitable<void>> work) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
-  std::size_t remaining = work.size();
-  std::exception_ptr failure;
-  for (auto& w : work)
-    asio::co_spawn(executor, std::move(w), [&](std::exception_ptr e) {
-      if (e && !failure) failure = e;
-      if (--remaining == 0) all_done.cancel();
-    });
-  if (remaining) co_await all_done.async_wait(as_tuple(use_awaitable));
-  if (failure) std::rethrow_exception(failure);
-}
-
 // ------------------------------------------------------------------ handoff
 
 // A handoff player's lock, by --recipe: the mutex, a shared_mutex's write

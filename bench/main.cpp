@@ -35,6 +35,13 @@ const char* usage =
     "                     W waiters on one thread queue on L locks, then drain: waiters,\n"
     "                     granted, in_order, threads, rss_bytes_per_waiter, drain_s;\n"
     "                     exits 1 unless every waiter got its lock once, in order\n"
+    "  herd --waiters W --rounds N [--recipe mutex|race]\n"
+    "                     a holder and W waiters, each on its own session, on the\n"
+    "                     fair mutex or the race mutex; per release, once every\n"
+    "                     watch is in place: handoff, notifications_per_release (the\n"
+    "                     server's watchers of the deleted node), requests_per_grant\n"
+    "                     (the server's packets received, pings included),\n"
+    "                     releaser_won_again (fraction)\n"
     "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in\n"
     "microseconds; --json prints one JSON object and nothing else on stdout;\n"
     "--samples DIR also writes each latency's samples to DIR/<key>.txt.\n";
@@ -87,8 +94,8 @@ int main(int argc, char** argv) {
     else if (arg == "--locks") o.locks = whole(1, 100'000);
     else if (arg == "--recipe") {
       o.recipe = value();
-      if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore")
-        fail("--recipe must be mutex, rw or semaphore, not '" + o.recipe + "'");
+      if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
+        fail("--recipe must be mutex, rw, semaphore or race, not '" + o.recipe + "'");
     } else if (arg == "--samples") o.samples_dir = value();
     else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
@@ -100,11 +107,18 @@ int main(int argc, char** argv) {
   zkasio::bench::report r;
   if (command == "floor") r = zkasio::bench::run_floor(o);
   else if (command == "ops") r = zkasio::bench::run_ops(o);
-  else if (command == "handoff") r = zkasio::bench::run_handoff(o);
+  else if (command == "handoff") {
+    if (o.recipe == "race") fail("handoff's --recipe must be mutex, rw or semaphore");
+    r = zkasio::bench::run_handoff(o);
+  }
   else if (command == "uncontended") r = zkasio::bench::run_uncontended(o);
   else if (command == "throughput") r = zkasio::bench::run_throughput(o);
   else if (command == "read-heavy") r = zkasio::bench::run_read_heavy(o);
-  else if (command == "scale") {
+  else if (command == "herd") {
+    if (o.recipe != "mutex" && o.recipe != "race") fail("herd's --recipe must be mutex or race");
+    if (o.waiters > 200) fail("herd's --waiters must be at most 200 (one session each)");
+    r = zkasio::bench::run_herd(o);
+  } else if (command == "scale") {
     if (o.locks > o.waiters) fail("--locks must not exceed --waiters");
     r = zkasio::bench::run_scale(o);
   } else fail("unknown subcommand '" + command + "'");

@@ -4,9 +4,10 @@
 // overlapping holders would show: the cross-process tests use it that way.
 // With MODE ("read" or "write"), the lock is a zkasio::shared_mutex's read or
 // write lock, and the lines are "enter MODE NAME" and "exit MODE NAME"; with
-// "lease-N", one lease of a zkasio::semaphore of N ("enter lease NAME").
+// "lease-N", one lease of a zkasio::semaphore of N ("enter lease NAME");
+// with "leader", the leadership of a zkasio::election ("enter leader NAME").
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N]]
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader]]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <asio/use_awaitable.hpp>
 #include <iostream>
 #include <string>
+#include <zkasio/election.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
@@ -39,11 +41,13 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
   zkasio::shared_mutex rw(s, path, {.data = name});
   bool lease = mode.starts_with("lease-");
   zkasio::semaphore leases(s, path, lease ? std::stoul(mode.substr(6)) : 1, {.data = name});
+  zkasio::election election(s, path);
   auto who = mode.empty() ? name : (lease ? "lease" : mode) + " " + name;
   for (int i = 1; i <= rounds; ++i) {
     zkasio::lock held;
     if (mode.empty()) held = co_await m.async_acquire(use_awaitable);
     else if (lease) held = co_await leases.async_acquire(use_awaitable);
+    else if (mode == "leader") held = co_await election.async_campaign(name, use_awaitable);
     else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
     else held = co_await rw.async_lock(use_awaitable);
     append(log, "enter " + who + "\n");
@@ -64,8 +68,8 @@ int main(int argc, char** argv) {
   std::string mode = argc == 7 ? argv[6] : "";
   bool lease = mode.size() > 6 && mode.starts_with("lease-") &&
                mode.find_first_not_of("0123456789", 6) == std::string::npos;
-  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write" && !lease)) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N]]\n";
+  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write" && mode != "leader" && !lease)) {
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader]]\n";
     return 2;
   }
   asio::io_context io;

@@ -47,6 +47,9 @@ const char* describe(error e) noexcept {
     case error::would_deadlock:
       return "a holder of the read lock cannot take the write lock: it would wait for itself (release the read lock first)";
     case error::invalid_lease_count: return "a semaphore's acquire needs from 1 to its maximum number of leases";
+    case error::not_fenced:
+      return "a race recipe's lock cannot guard writes: ZooKeeper cannot tell its node from a later holder's "
+             "(use zkasio::mutex)";
   }
   return nullptr;
 }
@@ -82,6 +85,7 @@ class error_category_impl final : public std::error_category {
       case error::invalid_callback:
       case error::would_deadlock:
       case error::invalid_lease_count:
+      case error::not_fenced:
         return condition::caller_fault;
       default:
         return {value, *this};

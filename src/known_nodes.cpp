@@ -1,6 +1,7 @@
 #include <asio/post.hpp>
 #include <utility>
 #include <zkasio/detail/known_nodes.hpp>
+#include <zkasio/detail/per_path.hpp>
 
 namespace zkasio::detail {
 
@@ -27,15 +28,7 @@ bool session_ref::connected() const {
 }
 
 std::shared_ptr<known_nodes> known_nodes::of(const std::string& hosts, const std::string& path) {
-  static std::mutex table_guard;
-  static std::map<std::pair<std::string, std::string>, std::weak_ptr<known_nodes>> table;
-  std::lock_guard lock(table_guard);
-  auto& slot = table[{hosts, path}];
-  if (auto known = slot.lock()) return known;
-  std::erase_if(table, [](auto& item) { return item.second.expired(); });
-  auto known = std::make_shared<known_nodes>();
-  table[{hosts, path}] = known;
-  return known;
+  return one_per_path<known_nodes>(hosts, path);
 }
 
 void known_nodes::add(const lock_node& node, session_ref owner, std::string_view beside) {

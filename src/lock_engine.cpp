@@ -14,6 +14,7 @@
 #include <asio/use_awaitable.hpp>
 #include <atomic>
 #include <zkasio/detail/known_nodes.hpp>
+#include <zkasio/detail/local_turns.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 
 namespace zkasio {
@@ -44,7 +45,8 @@ struct engine_state {
                std::optional<lock_strand> shared_strand)
       : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)), family(family),
         strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
-        known(known_nodes::of(s.hosts(), this->path)) {}
+        known(known_nodes::of(s.hosts(), this->path)),
+        turns(family == queue_family::race ? local_turns::of(s.hosts(), this->path) : nullptr) {}
   session s;  // a view: what outlives the user's session object gets session_closed
   std::string path;
   lock_options options;
@@ -52,6 +54,7 @@ struct engine_state {
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
+  std::shared_ptr<local_turns> turns;  // the race recipes' (see local_turns.hpp)
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
   // Withdraws report_session_end's wait (emitted on the strand).
   std::shared_ptr<asio::cancellation_signal> stop_reporting = std::make_shared<asio::cancellation_signal>();
@@ -60,7 +63,9 @@ struct engine_state {
     asio::dispatch(strand, [stop = stop_reporting] { stop->emit(asio::cancellation_type::terminal); });
   }
 
-  std::string full(std::string_view name) const { return path + "/" + std::string(name); }
+  // A contender's node by its name under the path; "": the race recipes'
+  // node, which is the path itself.
+  std::string full(std::string_view name) const { return name.empty() ? path : path + "/" + std::string(name); }
   session_ref session_in(std::uint64_t generation) const {
     return {session_access::core(s), generation};
   }
@@ -92,6 +97,7 @@ struct hold {
   std::atomic<bool> released{false};
   std::atomic<bool> lost{false};
   asio::cancellation_signal stop_monitor;
+  std::shared_ptr<local_turns::turn> turn;  // a race hold's, until its node is deleted
 };
 
 // One lock object's share of a hold: its own lost signal.
@@ -201,15 +207,27 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // never another session's node. lock_lost when it was gone already (or went
 // with its session); a retry that finds it gone counts as deleted: the
 // first attempt took effect.
+//
+// The race recipes' node (`name` empty) is one path that every holder
+// creates in turn: it is deleted only while it is still this session's and,
+// when `czxid` is known, the same incarnation. (Only an operator's delete and
+// another session's create between that check and the delete escape it.)
 awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
-                                       std::int64_t owner_id) {
+                                       std::int64_t owner_id, std::int64_t czxid = 0) {
   auto& s = m->s;
   for (bool retry = false;; retry = true) {
     if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
       m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
-    auto [ec] = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
+    std::error_code ec;
+    if (name.empty()) {
+      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+      ec = stat_ec;
+      if (!ec && (!st || st->ephemeral_owner != owner_id || (czxid != 0 && st->czxid != czxid)))
+        co_return retry ? std::error_code{} : make_error_code(error::lock_lost);
+    }
+    if (!ec) std::tie(ec) = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
     // (Closed while disconnected, a session's nodes live until it expires.)
     if (!ec || ec == error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
     if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
@@ -241,12 +259,17 @@ struct attempt {
   // write lock can pass the read lock; the write node does not block it.
   std::optional<std::string> downgrade_of{};  // the write node's name
   std::string uuid{};
+  std::string data{};  // written into the node
+  // Granted only once its node is seen owned by this session (an election:
+  // Curator's CURATOR-696 granted leadership on a node of an earlier session).
+  bool confirm_owner = false;
   std::uint64_t generation = 0;  // of the session when the create was sent
   bool submitted = false;        // a create may have taken effect
   bool gone = false;             // the node is known to be gone
   lock_node node;                // once known
   node_stat stat;                // its ephemeral_owner tells whose it is
   std::shared_ptr<create_reply> reply{};  // of the latest create
+  std::shared_ptr<local_turns::turn> turn{};  // a race contender's (see local_turns.hpp)
 };
 
 // The node of its own owner that does not block an attempt.
@@ -288,18 +311,43 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, 
   co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
 }
 
+// Completes with true as soon as the node at `path` is not the incarnation
+// `czxid` (gone, or made again), else waits until cancelled (false). Sent
+// just after a watch's request on the path (the session sends requests in
+// the order they reach it; `||` starts its left operand first): finding
+// `czxid` there means that node lived from before the watch was set until
+// this answer, so the watch is on it. (The race recipes' node is made again
+// at one path with the same versions: its watch alone cannot tell; nor can a
+// parent's children watch once the parent was made again.)
+awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid) {
+  auto [ec, st] = co_await s.async_exists(path, as_tuple(use_awaitable));
+  if (!ec && (!st || st->czxid != czxid)) co_return true;
+  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
+  co_return false;
+}
+
 // Watches the holder's node: deleted, or revoked (Curator's protocol).
 awaitable<loss> watch_node(std::shared_ptr<hold> h) {
   auto& s = h->engine->s;
   auto version = h->version;
-  for (;;) {
-    auto [ec, event] = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
+  for (bool first = true;; first = false) {
+    std::error_code ec;
+    event_type event{};
+    if (first && h->name.empty()) {  // a race node: is the watch on this holder's?
+      auto raced = co_await (s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable)) ||
+                             other_incarnation(s, h->node, h->czxid));
+      if (raced.index() == 1) co_return std::get<1>(raced) ? loss::node_gone : loss::none;
+      std::tie(ec, event) = std::get<0>(raced);
+    } else {
+      std::tie(ec, event) = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
+    }
     if (ec == asio::error::operation_aborted) co_return loss::none;
     if (ec) co_return loss_of(ec);
     if (event == event_type::deleted) co_return loss::node_gone;
     auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
     if (read_ec == asio::error::operation_aborted) co_return loss::none;
-    if (read_ec == error::no_node) co_return loss::node_gone;
+    if (read_ec == error::no_node || (!read_ec && data.stat.czxid != h->czxid)) co_return loss::node_gone;
     if (read_ec || data.data == revoke_message) co_return loss_of(read_ec);
     version = data.stat.version;
   }
@@ -386,8 +434,9 @@ awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
   background<std::error_code> deleting(h->engine->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
-    auto ec = co_await delete_node(h->engine, h->name, h->owner_id);
+    auto ec = co_await delete_node(h->engine, h->name, h->owner_id, h->czxid);
     h->stop_monitor.emit(asio::cancellation_type::terminal);
+    h->turn.reset();  // (a race hold: the next of its session may create the node now)
     co_return ec;
   }(h));
   auto result = co_await deleting.wait();
@@ -430,7 +479,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
     name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
     mode = create_options(create_mode::ephemeral);
   }
-  m->s.async_create(m->full(name), m->options.data, mode,
+  m->s.async_create(m->full(name), a.data, mode,
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
                                                      beside = std::string(exempt(a))](std::error_code ec,
                                                                                       created made) {
@@ -559,11 +608,13 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<engine_st
 // waited): a grant needs its node.
 awaitable<std::tuple<std::error_code, bool>> still_there(std::shared_ptr<engine_state> m, const attempt& a) {
   auto [ec, st] = co_await m->s.async_exists(m->full(a.node.name), as_tuple(use_awaitable));
-  co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner);
+  co_return std::make_tuple(ec, !ec && st && st->ephemeral_owner == a.stat.ephemeral_owner &&
+                                    st->ephemeral_owner == m->s.id());
 }
 
 // The attempt's node, held from now on: monitored, released by its grants.
-lock granted(const std::shared_ptr<engine_state>& m, const attempt& a, std::optional<owner> who) {
+// A race attempt's turn goes to the hold (released once its node is deleted).
+lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who) {
   auto h = std::make_shared<hold>();
   h->engine = m;
   h->name = a.node.name;
@@ -573,6 +624,7 @@ lock granted(const std::shared_ptr<engine_state>& m, const attempt& a, std::opti
   h->version = a.stat.version;
   h->owner_id = a.stat.ephemeral_owner;
   h->who = who;
+  h->turn = std::move(a.turn);
   m->holds.push_back(h);
   auto first = grant_of(h);
   start_monitor(h, a.generation);
@@ -601,14 +653,17 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     }
     if (verdict.what == lock_verdict::wait && try_once)
       co_return std::make_tuple(make_error_code(error::lock_busy), lock{});
+    bool relisted = false;
     if (verdict.what == lock_verdict::wait) {
       auto [wait_ec, next] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
-      if (next == turn::relist) {
-        std::tie(ec, view) = co_await fresh_listing(m);
-        continue;
-      }
-      // First by what this process knows; a listing would have shown mine.
+      relisted = next == turn::relist;
+      if (relisted) std::tie(ec, view) = co_await fresh_listing(m);
+    }
+    if (relisted) continue;
+    // First by what this process knows (a listing would have shown mine), or
+    // an election's candidate, which checks whose the node is.
+    if (verdict.what == lock_verdict::wait || a.confirm_owner) {
       auto [check_ec, there] = co_await still_there(m, a);
       if (check_ec) co_return std::make_tuple(check_ec, lock{});
       if (!there) {
@@ -685,6 +740,36 @@ awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> r
   for (auto& r : removing)
     if (!co_await r.wait()) co_return std::error_code(asio::error::operation_aborted);
   co_return make_error_code(error::lock_busy);
+}
+
+// One acquire's I/O, `work`, run under `deadline`, its failures and
+// cancellation (thrown by a cancelled co_await) reported in its result; if it
+// failed, `remove()` starts the removal of its nodes in the background, and
+// after lock_busy the result waits for them (busy_after). Never throws.
+// (`remove` is called only then; `work` and `remove` may share the caller's
+// attempt.)
+template <class Remove>
+awaitable<std::tuple<std::error_code, lock>> settle(awaitable<std::tuple<std::error_code, lock>> work,
+                                                   std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                   Remove remove) {
+  std::tuple<std::error_code, lock> result;
+  auto& ec = std::get<0>(result);
+  try {
+    // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
+    if (deadline) result = co_await until(std::move(work), *deadline);
+    else result = co_await std::move(work);
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (!ec) co_return result;
+  auto removing = remove();
+  if (ec != error::lock_busy) co_return result;
+  try {
+    ec = co_await busy_after(std::move(removing));
+  } catch (const std::system_error&) {
+    ec = asio::error::operation_aborted;
+  }
+  co_return result;
 }
 
 std::atomic<std::uint64_t> next_owner_id{1};
@@ -767,6 +852,10 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
   if (!grant || grant->held->released)
     co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
   auto& hold = *grant->held;
+  if (hold.name.empty()) co_return std::make_tuple(make_error_code(error::not_fenced), std::vector<op_result>{});
+  // (A lock that may be lost, or whose session is another now, writes nothing.)
+  if (hold.lost || hold.engine->s.id() != hold.owner_id)
+    co_return std::make_tuple(make_error_code(error::lock_lost), std::vector<op_result>{});
   ops.insert(ops.begin(), op::check{hold.node, any_version});
   auto [ec, results] = co_await hold.engine->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
   // The check failed: the node is gone, so the lock was lost.
@@ -792,6 +881,7 @@ std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, loc
 
 lock_strand strand_of(const engine_state& engine) { return engine.strand; }
 const std::string& path_of(const engine_state& engine) { return engine.path; }
+queue_family family_of(const engine_state& engine) { return engine.family; }
 
 namespace {
 
@@ -820,7 +910,12 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> state,
                                                          acquire_request request) {
   if (co_await cancelled_already()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
-  attempt a{.kind = request.kind, .uuid = make_uuid(), .node = {}, .stat = {}};
+  attempt a{.kind = request.kind,
+            .uuid = make_uuid(),
+            .data = request.data.value_or(state->options.data),
+            .confirm_owner = request.confirm_owner,
+            .node = {},
+            .stat = {}};
   if (request.who) {
     // (Queueing behind its own node would wait for ever.)
     auto again = reentry_of(*state, *request.who, request.kind);
@@ -832,27 +927,11 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       case reentry::downgrade: a.downgrade_of = again.h->name; break;
     }
   }
-  std::tuple<std::error_code, lock> result;
-  try {
-    // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-    if (request.deadline) result = co_await until(queue_up(state, request.who, request.try_once, a), *request.deadline);
-    else result = co_await queue_up(state, request.who, request.try_once, a);
-  } catch (const std::system_error& e) {
-    std::get<0>(result) = e.code();
-  }
-  auto& ec = std::get<0>(result);
-  if (!ec) co_return std::move(result);
-  std::vector<attempt> attempts;  // (not a braced list: g++ 12's coroutines reject it here)
-  attempts.push_back(std::move(a));
-  auto removing = discard(state, std::move(attempts));
-  if (ec == error::lock_busy) {
-    try {
-      ec = co_await busy_after(std::move(removing));
-    } catch (const std::system_error&) {
-      ec = asio::error::operation_aborted;
-    }
-  }
-  co_return std::move(result);
+  co_return co_await settle(queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
+    std::vector<attempt> attempts;
+    attempts.push_back(std::move(a));
+    return discard(state, std::move(attempts));
+  });
 }
 
 namespace {
@@ -924,7 +1003,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
   // for.
   std::vector<attempt> mine;
   for (std::size_t i = 0; i < request.count; ++i)
-    mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .node = {}, .stat = {}});
+    mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .data = leases->options.data, .node = {}, .stat = {}});
   std::error_code ec;
   lock guard;  // (released in the background when dropped)
   try {
@@ -966,6 +1045,215 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr
                                                                lease_request request) {
   auto [ec, held] = co_await acquire_leases(std::move(leases), std::move(locks), request);
   co_return std::make_tuple(ec, held.empty() ? lock{} : std::move(held.front()));
+}
+
+// ----------------------------------------------------------------- race
+
+namespace {
+
+// The path's parent and the node's name in it.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  auto slash = path.rfind('/');
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// Waits for this session's turn at the race node (see local_turns.hpp); from
+// then on the attempt holds it: its node, when it has one, is the only one
+// of this session on the path. session_expired if the session it queued in
+// ended meanwhile.
+// With `try_once`, lock_busy at once when it is another's turn.
+awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a, bool try_once) {
+  local_turns::line_key key{session_access::core(m->s), a.generation};
+  if (try_once) {
+    a.turn = m->turns->try_take(key);
+    co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
+  }
+  auto token = as_tuple(use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
+      [&](auto handler) {
+        auto done = make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation);
+        m->turns->enter(key, m->strand, std::move(done));
+      },
+      token);
+  if (ec) co_return ec;
+  a.turn = m->turns->take(key);
+  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+}
+
+// Seed 003's non-fair way: create the one EPHEMERAL node at the path; if it
+// exists, wait for its deletion (a watch every waiter sets: each release
+// wakes them all, the herd) and race again. A lost create reply is answered
+// by the node's ephemeral owner: with this session's turn, a node of this
+// session is this attempt's.
+awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_state> m, std::optional<owner> who,
+                                                      bool try_once, attempt& a) {
+  auto& s = m->s;
+  auto failed = [](std::error_code ec) { return std::make_tuple(ec, lock{}); };
+  if (s.state() != session_state::connected)
+    if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
+  a.generation = s.generation();
+  if (auto ec = co_await take_turn(m, a, try_once)) co_return failed(ec);
+  bool checked_orphan = false;
+  for (int parents_made = 0;;) {
+    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+    a.submitted = true;
+    auto [ec, made] = co_await s.async_create(m->path, a.data, create_options(create_mode::ephemeral),
+                                              as_tuple(use_awaitable));
+    if (!ec) {
+      a.stat = made.stat;
+      co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+    }
+    if (ec == error::node_exists && !checked_orphan) {
+      // With this session's turn, a node of this session is nobody's: one
+      // whose delete failed (a hold's release) is deleted. Once is enough:
+      // while the attempt has the turn, this session makes no other.
+      checked_orphan = true;
+      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+      if (stat_ec) co_return failed(stat_ec);
+      if (st && st->ephemeral_owner == s.id()) {
+        if (auto delete_ec = co_await delete_node(m, "", st->ephemeral_owner, st->czxid); delete_ec && delete_ec != error::lock_lost)
+          co_return failed(delete_ec);
+        continue;
+      }
+    }
+    if (ec == error::node_exists) {
+      if (try_once) co_return failed(make_error_code(error::lock_busy));
+      auto [wait_ec] = co_await s.async_wait_deleted(m->path, as_tuple(use_awaitable));
+      if (wait_ec) co_return failed(wait_ec);
+      continue;
+    }
+    if (ec == error::no_node && parents_made++ < 3) {
+      if (auto parents_ec = co_await create_parents(s, split_path(m->path).first)) co_return failed(parents_ec);
+      continue;
+    }
+    if (ec != error::connection_loss) co_return failed(ec);
+    // The create may have taken effect: after a sync, the node is ours if
+    // this session owns it.
+    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+    if (connect_ec) co_return failed(connect_ec);
+    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (sync_ec && sync_ec != error::no_node) co_return failed(sync_ec);
+    auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+    if (stat_ec) co_return failed(stat_ec);
+    if (st && st->ephemeral_owner == s.id()) {
+      a.stat = *st;
+      co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+    }
+  }
+}
+
+// After a failed or cancelled race: deletes the node if this attempt's
+// create took effect (this session's node: the attempt has the session's
+// turn, which it keeps until then).
+awaitable<std::error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
+  auto& s = m->s;
+  for (;;) {
+    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+    if (connect_ec || s.generation() != a.generation) co_return connect_ec;  // it went with its session
+    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (sync_ec == condition::retryable) continue;
+    auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+    if (stat_ec == condition::retryable) continue;
+    if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return stat_ec;
+    co_return co_await delete_node(m, "", st->ephemeral_owner, a.stat.czxid ? a.stat.czxid : st->czxid);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_state> state, acquire_request request) {
+  if (co_await cancelled_already()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
+  if (request.who)
+    if (auto held = reentry_of(*state, *request.who, node_kind::lock); held.what != reentry::none)
+      co_return std::make_tuple(held.what == reentry::again ? std::error_code{} : make_error_code(error::lock_lost),
+                                held.what == reentry::again ? grant_of(held.h) : lock{});
+  attempt a{.data = request.data.value_or(state->options.data), .node = {}, .stat = {}};
+  a.node.name = "";  // the path itself (engine_state::full)
+  co_return co_await settle(race_for(state, request.who, request.try_once, a), request.deadline, [&] {
+    // (Without its turn the attempt was granted: the deadline's `||` dropped
+    // the lock, whose release deletes the node.)
+    std::vector<background<std::error_code>> removing;
+    if (a.submitted && a.turn) removing.emplace_back(state->strand, remove_race_node(state, std::move(a)));
+    return removing;
+  });
+}
+
+// ----------------------------------------------------------------- leader
+
+namespace {
+
+// Who leads now, and what to watch for a change: the leader's node (a
+// candidate's node is never made again once gone), or the children of `dir`
+// (no leader yet; or a race node, which the next holder makes again at the
+// same path: its parent's cversion tells every incarnation apart).
+struct leader_look {
+  std::optional<leader> who;
+  std::string dir;
+  std::optional<std::int32_t> cversion;  // nullopt: `dir` does not exist
+  std::int64_t dir_czxid = 0;            // which `dir`: one made again starts its cversion anew
+};
+
+// A change of leader is a change of node (a leader's data may change: that
+// is not another leader).
+bool same_leader(const std::optional<leader>& a, const std::optional<leader>& b) {
+  return a.has_value() == b.has_value() && (!a || (a->node == b->node && a->fencing_token == b->fencing_token));
+}
+
+awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_ptr<engine_state> m) {
+  auto& s = m->s;
+  bool race = m->family == queue_family::race;
+  auto [parent, leaf] = split_path(m->path);
+  leader_look look{.who = std::nullopt, .dir = race ? parent : m->path, .cversion = std::nullopt};
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(look.dir, as_tuple(use_awaitable));
+    if (ec == error::no_node) co_return std::make_tuple(std::error_code{}, look);
+    if (ec) co_return std::make_tuple(ec, look);
+    look.cversion = kids.stat.cversion;
+    look.dir_czxid = kids.stat.czxid;
+    std::optional<std::string> name;
+    if (race) {
+      if (std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) name = "";
+    } else if (auto queue = lock_queue(kids.names, m->family); !queue.empty()) {
+      name = queue.front().name;
+    }
+    if (!name) co_return std::make_tuple(std::error_code{}, look);
+    auto [read_ec, data] = co_await s.async_get_data(m->full(*name), as_tuple(use_awaitable));
+    if (read_ec == error::no_node) continue;  // it went meanwhile: look again
+    if (read_ec) co_return std::make_tuple(read_ec, look);
+    look.who = leader{m->full(*name), std::move(data.data), data.stat.czxid};
+    co_return std::make_tuple(std::error_code{}, look);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
+  auto [ec, look] = co_await look_for_leader(state);
+  co_return std::make_tuple(ec, std::move(look.who));
+}
+
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
+                                                                                  std::optional<leader> last_seen) {
+  auto& s = state->s;
+  for (;;) {
+    auto [ec, look] = co_await look_for_leader(state);
+    if (ec || !same_leader(look.who, last_seen)) co_return std::make_tuple(ec, std::move(look.who));
+    std::error_code wait_ec;
+    if (!look.cversion) {  // no election yet: its path is where one appears
+      wait_ec = co_await create_parents(s, look.dir);
+    } else if (look.who && state->family != queue_family::race) {
+      std::tie(wait_ec) = co_await s.async_wait_deleted(look.who->node, as_tuple(use_awaitable));
+    } else {
+      auto changed = co_await (s.async_wait_children_changed(look.dir, *look.cversion, as_tuple(use_awaitable)) ||
+                               other_incarnation(s, look.dir, look.dir_czxid));
+      if (changed.index() == 0) {
+        auto [watch_ec, event] = std::get<0>(changed);
+        wait_ec = watch_ec == error::no_node ? std::error_code{} : watch_ec;
+      }
+    }
+    if (wait_ec) co_return std::make_tuple(wait_ec, std::optional<leader>{});
+  }
 }
 
 asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {

@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::string_view protected_prefix = "_c_";
 constexpr std::size_t uuid_length = 36;
-constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write, node_kind::lease};
+constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write, node_kind::lease,
+                                   node_kind::latch};
 // printf("%010d"): ten characters, or eleven from -1,000,000,000 down.
 constexpr std::size_t min_sequence_length = 10, max_sequence_length = 11;
 
@@ -96,6 +97,7 @@ std::string_view lock_name(node_kind kind) noexcept {
     case node_kind::read: return "__READ__";
     case node_kind::write: return "__WRIT__";
     case node_kind::lease: return "lease-";
+    case node_kind::latch: return "latch-";
     case node_kind::lock: break;
   }
   return "lock-";
@@ -105,13 +107,15 @@ bool in_family(node_kind kind, queue_family family) noexcept {
   switch (family) {
     case queue_family::read_write: return kind == node_kind::read || kind == node_kind::write;
     case queue_family::semaphore: return kind == node_kind::lease;
+    case queue_family::election: return kind == node_kind::latch;
+    case queue_family::race: return false;
     case queue_family::mutex: break;
   }
   return kind == node_kind::lock;
 }
 
 bool same_family(node_kind a, node_kind b) noexcept {
-  for (auto family : {queue_family::mutex, queue_family::read_write, queue_family::semaphore})
+  for (auto family : {queue_family::mutex, queue_family::read_write, queue_family::semaphore, queue_family::election})
     if (in_family(a, family)) return in_family(b, family);
   return false;
 }

@@ -225,7 +225,7 @@ TEST_CASE("read/write nodes are Curator's InterProcessReadWriteLock names, in th
   CHECK(parse_lock_node(writer(uuid_b, -5))->kind == node_kind::write);
   for (const auto& bad : {"_c_" + uuid_a + "-__READ_0000000001", "_c_" + uuid_a + "-__READ__000000001",
                           "_c_" + uuid_a + "-__WRIT__0000000001x", "_c_" + uuid_a + "__WRIT__0000000001",
-                          "_c_" + uuid_a + "-latch-0000000001", "_c_" + uuid_a + "-__read__0000000001"}) {
+                          "_c_" + uuid_a + "-latch0000000001", "_c_" + uuid_a + "-__read__0000000001"}) {
     CAPTURE(bad);
     CHECK_FALSE(parse_lock_node(bad).has_value());
   }
@@ -235,6 +235,24 @@ TEST_CASE("read/write nodes are Curator's InterProcessReadWriteLock names, in th
   CHECK(names_of(lock_queue(children, queue_family::read_write)) ==
         std::vector<std::string>{reader(uuid_a, 1), reader(uuid_c, 3), writer(uuid_a, 4)});
   CHECK(names_of(lock_queue(children, queue_family::mutex)) == std::vector<std::string>{node_at(uuid_b, 2)});
+}
+
+TEST_CASE("election candidates are Curator's LeaderLatch names: their own queue, each waiting for the one just ahead") {
+  CHECK(lock_node_prefix(uuid_a, node_kind::latch) == "_c_" + uuid_a + "-latch-");
+  auto l1 = node_at(uuid_a, 1, node_kind::latch), l3 = node_at(uuid_b, 3, node_kind::latch),
+       l4 = node_at(uuid_c, 4, node_kind::latch);
+  REQUIRE(parse_lock_node(l3).has_value());
+  CHECK(parse_lock_node(l3)->kind == node_kind::latch);
+  std::vector<std::string> children{l4, node_at(uuid_b, 2), l1, reader(uuid_c, 5), "garbage", l3};
+  CHECK(names_of(lock_queue(children, queue_family::election)) == std::vector<std::string>{l1, l3, l4});
+  CHECK(names_of(lock_queue(children, queue_family::mutex)) == std::vector<std::string>{node_at(uuid_b, 2)});
+  CHECK(lock_queue(children, queue_family::race).empty());  // the race recipes have no queue
+  auto queue = view_knowing(lock_queue(children, queue_family::election), {});
+  CHECK(decide(queue, *parse_lock_node(l1)).what == lock_verdict::held);
+  auto last = decide(queue, *parse_lock_node(l4));
+  CHECK(last.what == lock_verdict::wait);
+  CHECK(last.predecessor == l3);
+  CHECK_FALSE(same_family(node_kind::latch, node_kind::lock));
 }
 
 TEST_CASE("read/write verdicts: a writer waits for the node just ahead, a reader for the nearest writer ahead") {

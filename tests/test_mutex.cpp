@@ -62,15 +62,9 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
 
 TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
   asio::io_context io;
-  std::vector<std::unique_ptr<session>> sessions;
-  std::vector<std::unique_ptr<mutex>> mutexes;
-  auto path = unique_path("mutex-exclusion");
-  for (int i = 0; i < 8; ++i) {
-    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
-    mutexes.push_back(std::make_unique<mutex>(*sessions.back(), path));
-  }
+  objects_over_sessions<mutex> mutexes(io, "mutex-exclusion", 8);
   constexpr int contenders = 200, rounds = 200;
-  int holding = 0, overlaps = 0, grants = 0, failures = 0, finished = 0;
+  int holding = 0, overlaps = 0, grants = 0;
   std::vector<std::int64_t> tokens;
   auto contender = [&](mutex& m) -> awaitable<void> {
     for (int i = 0; i < rounds; ++i) {
@@ -82,19 +76,13 @@ TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
       co_await l.async_release(use_awaitable);
     }
   };
-  for (int i = 0; i < contenders; ++i)
-    asio::co_spawn(io, contender(*mutexes[i % 8]), [&](std::exception_ptr e) {
-      failures += e != nullptr;
-      ++finished;
-    });
-  REQUIRE(run_until(io, [&] { return finished == contenders; }, 600s));
-  CHECK(failures == 0);
+  CHECK(run_coroutines(io, contenders, [&](int i) { return contender(mutexes[i]); }, 600s) == 0);
   CHECK(overlaps == 0);
   CHECK(grants == contenders * rounds);
   // Fencing tokens grow with every grant.
   CHECK(std::is_sorted(tokens.begin(), tokens.end()));
   CHECK(std::set<std::int64_t>(tokens.begin(), tokens.end()).size() == tokens.size());
-  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(*sessions[0], path)).empty()); }());
+  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(mutexes.first_session(), mutexes.path)).empty()); }());
 }
 
 TEST_CASE("grants follow the order of the nodes; each of 50 waiters watches only its predecessor") {

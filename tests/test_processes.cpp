@@ -1,16 +1,18 @@
 // The locks across processes: zkasio processes, and zkasio beside Apache
-// Curator's InterProcessMutex and InterProcessReadWriteLock (Debian's Curator
-// 5.4), on one path. Every holder logs "enter" and "exit" while holding;
+// Curator's InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2
+// and LeaderLatch (Debian's Curator 5.4), on one path. Every holder logs "enter" and "exit" while holding;
 // overlapping holders show as an enter that does not follow an exit (for the
 // read/write lock: a writer's enter while anyone holds, a reader's while a
 // writer holds).
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -78,6 +80,9 @@ struct read_write_log {
   std::map<std::string, int> grants;
   int lines = 0;
 };
+// A writer's and a leader's hold exclude every other.
+bool exclusive(const std::string& mode) { return mode == "write" || mode == "leader"; }
+
 read_write_log read_write_log_of(const std::string& log) {
   read_write_log result;
   std::ifstream in(log);
@@ -91,8 +96,8 @@ read_write_log read_write_log_of(const std::string& log) {
     words >> what >> mode >> who;
     if (what == "enter") {
       ++result.grants[who];
-      if (!writer.empty() || (mode == "write" && !readers.empty())) ++result.violations;
-      if (mode == "write") {
+      if (!writer.empty() || (exclusive(mode) && !readers.empty())) ++result.violations;
+      if (exclusive(mode)) {
         writer = who;
       } else {
         for (auto& r : readers) result.mixed_readers += kind(r) != kind(who);
@@ -100,8 +105,8 @@ read_write_log read_write_log_of(const std::string& log) {
         result.most_readers = std::max(result.most_readers, static_cast<int>(readers.size()));
       }
     } else if (what == "exit") {
-      if (mode == "write" ? writer != who : readers.erase(who) != 1) ++result.violations;
-      if (mode == "write") writer.clear();
+      if (exclusive(mode) ? writer != who : readers.erase(who) != 1) ++result.violations;
+      if (exclusive(mode)) writer.clear();
     }
   }
   return result;
@@ -222,43 +227,127 @@ read_write_log run_curator_first(const std::vector<contender>& curators, int cur
   return seen;
 }
 
-TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
-  curator_program curator("CuratorReadWriteContender");
-  auto log = temp_log("read-write-interop");
-  auto path = unique_path("read-write-interop");
-  constexpr int curator_rounds = 150, zkasio_rounds = 40;
+// For each of `modes`, a Curator and a zkasio contender (the same command
+// line) in that mode, all on one path, Curator's first (see run_curator_first).
+read_write_log interop(const curator_program& curator, const std::string& name, const std::vector<std::string>& modes,
+                       int curator_rounds, int zkasio_rounds) {
+  auto log = temp_log(name);
+  auto path = unique_path(name);
   std::vector<contender> curators, zkasios;
-  for (auto* mode : {"read", "read", "write"}) {
-    auto zk = "zkasio-" + std::to_string(zkasios.size()), other = "curator-" + std::to_string(curators.size());
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    auto& mode = modes[i];
+    auto zk = "zkasio-" + std::to_string(i), other = "curator-" + std::to_string(i);
     zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log, mode}, zk});
-    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds), mode, log}), other});
+    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds), log, mode}), other});
   }
   auto seen = run_curator_first(curators, curator_rounds, zkasios, zkasio_rounds, log);
-  MESSAGE("readers at once at most: " << seen.most_readers << "; zkasio and Curator readers together: "
-                                       << seen.mixed_readers << " times");
-  CHECK(seen.mixed_readers > 0);  // zkasio and Curator readers did share
   std::filesystem::remove(log);
+  return seen;
+}
+
+TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
+  curator_program curator("CuratorContender");
+  auto readers = interop(curator, "read-write-interop", {"read", "read", "write"}, 150, 40);
+  MESSAGE("readers at once at most: " << readers.most_readers << "; zkasio and Curator readers together: "
+                                       << readers.mixed_readers << " times");
+  CHECK(readers.mixed_readers > 0);  // zkasio and Curator readers did share
 }
 
 TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leases") {
-  curator_program curator("CuratorSemaphoreContender");
-  auto log = temp_log("semaphore-interop");
-  auto path = unique_path("semaphore-interop");
-  constexpr int leases = 2, curator_rounds = 40, zkasio_rounds = 15;
-  std::vector<contender> curators, zkasios;
-  for (int i = 0; i < 3; ++i) {
-    auto zk = "zkasio-" + std::to_string(i), other = "curator-" + std::to_string(i);
-    zkasios.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, zk, std::to_string(zkasio_rounds), log,
-                        "lease-" + std::to_string(leases)},
-                       zk});
-    curators.push_back({curator.with({shared_hosts(), path, other, std::to_string(curator_rounds),
-                                      std::to_string(leases), log}),
-                        other});
-  }
-  auto seen = run_curator_first(curators, curator_rounds, zkasios, zkasio_rounds, log);
+  curator_program curator("CuratorContender");
+  constexpr int leases = 2;
+  auto lease = "lease-" + std::to_string(leases);
+  auto seen = interop(curator, "semaphore-interop", {lease, lease, lease}, 40, 15);
   MESSAGE("leases held at once at most: " << seen.most_readers << "; by zkasio and Curator together: "
                                            << seen.mixed_readers << " times");
   CHECK(seen.most_readers == leases);  // never more, and reached
   CHECK(seen.mixed_readers > 0);
-  std::filesystem::remove(log);
+}
+
+TEST_CASE("Curator's LeaderLatch and zkasio's election elect one leader at a time on one path") {
+  curator_program curator("CuratorContender");
+  interop(curator, "leader-interop", {"leader", "leader", "leader"}, 40, 15);
+}
+
+namespace {
+
+// A line of the leader example's job file: "<pid> <fencing token> <ns>".
+struct job_run {
+  int pid = 0;
+  long long token = 0, at = 0;
+};
+std::vector<job_run> job_runs(const std::string& file) {
+  std::vector<job_run> runs;
+  std::ifstream in(file);
+  for (job_run r; in >> r.pid >> r.token >> r.at;) runs.push_back(r);
+  return runs;
+}
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+// Waits (polling the file, at most `limit`) until `holds(runs)`.
+template <class Predicate>
+bool job_file_shows(const std::string& file, Predicate holds, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!holds(job_runs(file))) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the leader example: 3 schedulers; the leader killed, another leads within the session timeout plus one second; the job never runs in two at once") {
+  auto jobs = temp_log("leader-jobs");
+  auto path = unique_path("leader-example");
+  constexpr auto session_timeout = 2000ms;
+  std::vector<std::unique_ptr<process_guard>> guards;  // ends them, also on failure
+  std::vector<int> pids;
+  for (int i = 0; i < 3; ++i) {
+    pids.push_back(spawn({ZKASIO_LEADER_EXAMPLE, shared_hosts(), path, jobs, std::to_string(session_timeout.count())}));
+    guards.push_back(std::make_unique<process_guard>(pids.back()));
+  }
+  REQUIRE(job_file_shows(jobs, [](auto runs) { return runs.size() >= 3; }, 30s));
+  int first = job_runs(jobs).back().pid;
+  REQUIRE(std::find(pids.begin(), pids.end(), first) != pids.end());
+  auto killed_at = now_ns();
+  REQUIRE(::kill(first, SIGKILL) == 0);
+  CHECK(wait_child(first, 10s) == 128 + SIGKILL);
+  auto next_leads = [&](auto runs) {
+    return std::any_of(runs.begin(), runs.end(), [&](auto& r) { return r.pid != first; }) &&
+           runs.back().pid != first && std::count_if(runs.begin(), runs.end(), [&](auto& r) { return r.pid != first; }) >= 3;
+  };
+  REQUIRE(job_file_shows(jobs, next_leads, session_timeout + 10s));
+  auto runs = job_runs(jobs);
+  auto taken_over = std::find_if(runs.begin(), runs.end(), [&](auto& r) { return r.pid != first; });
+  MESSAGE("the next leader's first job ran " << (taken_over->at - killed_at) / 1'000'000 << " ms after the kill");
+  CHECK(taken_over->at - killed_at < std::chrono::nanoseconds(session_timeout + 1s).count());
+  // The others end by SIGTERM, resigning.
+  for (int pid : pids)
+    if (pid != first) {
+      ::kill(pid, SIGTERM);
+      CHECK(wait_child(pid, 20s) == 0);
+    }
+  // One leader at a time: each term (fencing token) is one process's, and
+  // the terms follow each other in time with growing tokens.
+  runs = job_runs(jobs);
+  std::map<long long, std::pair<long long, long long>> terms;  // token: first and last run
+  std::map<long long, std::set<int>> term_pids;
+  for (auto& r : runs) {
+    auto [it, fresh] = terms.try_emplace(r.token, r.at, r.at);
+    it->second.second = std::max(it->second.second, r.at);
+    it->second.first = std::min(it->second.first, r.at);
+    term_pids[r.token].insert(r.pid);
+  }
+  CHECK(terms.size() >= 2);
+  long long previous_end = 0;
+  for (auto& [token, span] : terms) {
+    CAPTURE(token);
+    CHECK(term_pids[token].size() == 1);
+    CHECK(span.first > previous_end);  // (in token order: the later term began after the earlier ended)
+    previous_end = span.second;
+  }
+  std::filesystem::remove(jobs);
 }

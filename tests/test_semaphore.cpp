@@ -40,17 +40,11 @@ asio::awaitable<bool> nothing_left(session& s, std::string path) {
 
 TEST_CASE("never more than N leases among 100 coroutines over 8 sessions, and N reached") {
   asio::io_context io;
-  std::vector<std::unique_ptr<session>> sessions;
-  std::vector<std::unique_ptr<semaphore>> semaphores;
-  auto path = unique_path("semaphore-limit");
   constexpr std::size_t leases = 3;
-  for (int i = 0; i < 8; ++i) {
-    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
-    semaphores.push_back(std::make_unique<semaphore>(*sessions.back(), path, leases));
-  }
+  objects_over_sessions<semaphore> semaphores(io, "semaphore-limit", 8, leases);
   constexpr int contenders = 100, rounds = 5;
   std::size_t holding = 0, most = 0;
-  int grants = 0, failures = 0, finished = 0;
+  int grants = 0;
   auto contender = [&](semaphore& sem) -> awaitable<void> {
     asio::steady_timer hold(co_await asio::this_coro::executor);
     for (int i = 0; i < rounds; ++i) {
@@ -63,16 +57,10 @@ TEST_CASE("never more than N leases among 100 coroutines over 8 sessions, and N 
       co_await lease.async_release(use_awaitable);
     }
   };
-  for (int i = 0; i < contenders; ++i)
-    asio::co_spawn(io, contender(*semaphores[i % 8]), [&](std::exception_ptr e) {
-      failures += e != nullptr;
-      ++finished;
-    });
-  REQUIRE(run_until(io, [&] { return finished == contenders; }, 600s));
-  CHECK(failures == 0);
+  CHECK(run_coroutines(io, contenders, [&](int i) { return contender(semaphores[i]); }, 600s) == 0);
   CHECK(grants == contenders * rounds);
   CHECK(most == leases);
-  run(io, [&]() -> awaitable<void> { CHECK(co_await nothing_left(*sessions[0], path)); }());
+  run(io, [&]() -> awaitable<void> { CHECK(co_await nothing_left(semaphores.first_session(), semaphores.path)); }());
 }
 
 TEST_CASE("several leases at once, all or nothing; waiters served in order") {

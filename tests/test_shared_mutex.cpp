@@ -53,16 +53,9 @@ struct steps {
 
 TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
   asio::io_context io;
-  std::vector<std::unique_ptr<session>> sessions;
-  std::vector<std::unique_ptr<shared_mutex>> locks;
-  auto path = unique_path("shared-mutex-exclusion");
-  for (int i = 0; i < 8; ++i) {
-    sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), 10s)));
-    locks.push_back(std::make_unique<shared_mutex>(*sessions.back(), path));
-  }
+  objects_over_sessions<shared_mutex> locks(io, "shared-mutex-exclusion", 8);
   constexpr int contenders = 100, rounds = 10;
   holders seen;
-  int failures = 0, finished = 0;
   std::vector<std::int64_t> write_tokens;
   auto contender = [&](shared_mutex& m, bool write) -> awaitable<void> {
     asio::steady_timer hold(co_await asio::this_coro::executor);
@@ -78,19 +71,13 @@ TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
       co_await held.async_release(use_awaitable);
     }
   };
-  for (int i = 0; i < contenders; ++i)
-    asio::co_spawn(io, contender(*locks[i % 8], i % 5 == 0), [&](std::exception_ptr e) {
-      failures += e != nullptr;
-      ++finished;
-    });
-  REQUIRE(run_until(io, [&] { return finished == contenders; }, 600s));
-  CHECK(failures == 0);
+  CHECK(run_coroutines(io, contenders, [&](int i) { return contender(locks[i], i % 5 == 0); }, 600s) == 0);
   CHECK(seen.violations == 0);
   CHECK(seen.grants == contenders * rounds);
   MESSAGE("readers at once at most: " << seen.most_readers);
   CHECK(seen.most_readers >= 2);
   CHECK(std::is_sorted(write_tokens.begin(), write_tokens.end()));
-  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(*sessions[0], path, read_write)).empty()); }());
+  run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(locks.first_session(), locks.path, read_write)).empty()); }());
 }
 
 TEST_CASE("the queue W R R W R: the readers hold together, the writer waits for both, the last reader for the writer") {

@@ -56,6 +56,7 @@ enum class error : int {
   lock_timeout,          // acquire_for / acquire_until: the deadline passed first
   would_deadlock,        // a read holder asked for the write lock: it would wait for itself
   invalid_lease_count,   // a semaphore asked for no lease, or for more than it has
+  not_fenced,            // guarded writes under a race recipe's lock, which nothing on the server fences
 };
 
 const std::error_category& error_category() noexcept;

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include <zkasio/error.hpp>
 #include <zkasio/operations.hpp>
@@ -73,6 +74,15 @@ struct contender {
   std::int64_t sequence = 0;  // as the server wrote it: negative once its counter passed 2^31
   std::string data;  // what the contender wrote into its node
   bool shared = false;  // a reader of a shared_mutex
+};
+
+// Who holds a recipe's one place (an election's leader, a race_mutex's
+// holder), as an observer sees it.
+struct leader {
+  std::string node;  // the leader's node (full path)
+  std::string data;  // what the leader wrote into it (election: its campaign's data)
+  std::int64_t fencing_token = 0;  // the node's czxid: a new leader, a greater token
+  friend bool operator==(const leader&, const leader&) = default;
 };
 
 namespace detail {
@@ -230,6 +240,16 @@ class lock {
 };
 
 namespace detail {
+// A critical section's body is called as body(held) when it takes the lock
+// (const lock&: to read its fencing token), else as body().
+template <class Body>
+decltype(auto) call_body(Body& body, const lock& held) {
+  if constexpr (std::is_invocable_v<Body&, const lock&>) return body(held);
+  else return body();
+}
+template <class Body>
+using body_awaitable_t = decltype(call_body(std::declval<Body&>(), std::declval<const lock&>()));
+
 // Runs `body()` on the lock's strand, cancelled (terminal) by the lock's lost
 // signal or by the caller's cancellation, unless the lock is lost already. On
 // the strand, where the lost signal is emitted, so the check and the binding
@@ -247,20 +267,22 @@ asio::awaitable<Result> run_under(lock& held, Body& body) {
       asio::dispatch(strand, [stop] { stop->emit(asio::cancellation_type::terminal); });
     });
   auto stop_slot = stop->slot();
-  co_return co_await asio::co_spawn(held.get_executor(), body(), asio::bind_cancellation_slot(stop_slot, asio::use_awaitable));
+  co_return co_await asio::co_spawn(held.get_executor(), call_body(body, held),
+                                    asio::bind_cancellation_slot(stop_slot, asio::use_awaitable));
 }
 }  // namespace detail
 
 // Acquires with `acquire` (an awaitable of a lock), runs the critical section
-// `body()` (returning an asio::awaitable) on the lock's strand with the lock's
+// `body()` or `body(const lock&)` (returning an asio::awaitable; the lock
+// gives the fencing token) on the lock's strand with the lock's
 // lost signal as its cancellation slot, then releases. The body never starts
 // if the lock was lost before it could, and is aborted at its next wait the
 // moment the lock may be lost. Throws what the acquire throws; lock_lost
 // (system_error) if the lock was lost before or during the body (also when
 // the body completed meanwhile); otherwise what the body throws.
 template <class Body>
-auto with_hold(asio::awaitable<lock> acquire, Body body) -> decltype(body()) {
-  using result_type = typename decltype(body())::value_type;
+auto with_hold(asio::awaitable<lock> acquire, Body body) -> detail::body_awaitable_t<Body> {
+  using result_type = typename detail::body_awaitable_t<Body>::value_type;
   auto held = co_await std::move(acquire);
   std::exception_ptr failure;
   std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;

@@ -32,45 +32,23 @@
 
 namespace zkasio {
 
-class mutex : public detail::lock_object {
+// async_acquire (also by owner), async_try_acquire, async_acquire_until and
+// async_acquire_for: see detail::exclusive_acquire (lock_engine.hpp).
+class mutex : public detail::lock_object, public detail::exclusive_acquire<mutex> {
  public:
   // The session must outlive the mutex and every lock of it, and must not be
   // assigned another session meanwhile.
   mutex(session& s, std::string_view path, lock_options options = {})
       : lock_object(s, path, std::move(options), detail::queue_family::mutex) {}
 
-  // Waits for the lock. void(error_code, lock)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
-  auto async_acquire(Token&& token = {}) {
-    return detail::async_acquire(state_, {}, std::forward<Token>(token));
-  }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
-  auto async_acquire(const owner& who, Token&& token = {}) {
-    return detail::async_acquire(state_, {.who = who}, std::forward<Token>(token));
-  }
-  // Takes the lock only if nobody holds it or waits before us: fails with
-  // lock_busy otherwise, leaving no node behind.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
-  auto async_try_acquire(Token&& token = {}) {
-    return detail::async_acquire(state_, {.try_once = true}, std::forward<Token>(token));
-  }
-  // Waits until `deadline` at most (connecting included): then lock_timeout,
-  // and the node is deleted.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
-  auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
-    return detail::async_acquire(state_, {.deadline = deadline}, std::forward<Token>(token));
-  }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
-  auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_acquire_until(std::chrono::steady_clock::now() + timeout,
-                               std::forward<Token>(token));
-  }
+ private:
+  friend class detail::exclusive_acquire<mutex>;
 };
 
 // Acquires `m`, runs the critical section `body()` (returning an
 // asio::awaitable) under the lock: see with_hold (lock.hpp).
 template <class Body>
-auto with_lock(mutex& m, Body body) -> decltype(body()) {
+auto with_lock(mutex& m, Body body) -> detail::body_awaitable_t<Body> {
   return with_hold(m.async_acquire(asio::use_awaitable), std::move(body));
 }
 

@@ -87,12 +87,12 @@ class shared_mutex : public detail::lock_object {
 
 // The critical section `body()` under the write lock: see with_hold (lock.hpp).
 template <class Body>
-auto with_lock(shared_mutex& m, Body body) -> decltype(body()) {
+auto with_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
   return with_hold(m.async_lock(asio::use_awaitable), std::move(body));
 }
 // ... and under the read lock.
 template <class Body>
-auto with_shared_lock(shared_mutex& m, Body body) -> decltype(body()) {
+auto with_shared_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
   return with_hold(m.async_lock_shared(asio::use_awaitable), std::move(body));
 }
 

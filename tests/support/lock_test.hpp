@@ -11,7 +11,9 @@
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <asio/co_spawn.hpp>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
@@ -19,6 +21,7 @@
 #include <zkasio/session.hpp>
 
 #include "support/async.hpp"
+#include "support/session_test.hpp"
 #include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
@@ -62,6 +65,41 @@ struct lost_signal_log {
 };
 
 using zkasio::detail::queue_family;
+
+// `count` sessions on the shared server (10 s timeouts), each with its own
+// lock object of type Object on one path (made with `args`); the i-th
+// contender of a test uses object i % count.
+template <class Object>
+struct objects_over_sessions {
+  template <class... Args>
+  objects_over_sessions(asio::io_context& io, const std::string& name, int count, const Args&... args)
+      : path(unique_path(name)) {
+    for (int i = 0; i < count; ++i) {
+      sessions.push_back(std::make_unique<session>(io, test_options(shared_hosts(), std::chrono::seconds(10))));
+      objects.push_back(std::make_unique<Object>(*sessions.back(), path, args...));
+    }
+  }
+  Object& operator[](int i) { return *objects[static_cast<std::size_t>(i) % objects.size()]; }
+  session& first_session() { return *sessions.front(); }
+
+  std::string path;
+  std::vector<std::unique_ptr<session>> sessions;
+  std::vector<std::unique_ptr<Object>> objects;
+};
+
+// Runs the coroutines make(0) .. make(count - 1) on `io` together until all
+// have finished (at most `limit`, else the test fails); returns how many threw.
+template <class Make>
+int run_coroutines(asio::io_context& io, int count, Make make, std::chrono::seconds limit) {
+  int failures = 0, finished = 0;
+  for (int i = 0; i < count; ++i)
+    asio::co_spawn(io, make(i), [&](std::exception_ptr e) {
+      failures += e != nullptr;
+      ++finished;
+    });
+  REQUIRE(run_until(io, [&] { return finished == count; }, limit));
+  return failures;
+}
 
 // The session of `held` is cut off at the proxy, with no reconnection, until
 // the server expires it: its lost signal fires, and then `waiter` (behind

@@ -38,6 +38,7 @@ std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, loc
                                           queue_family family, std::optional<lock_strand> strand = std::nullopt);
 lock_strand strand_of(const engine_state& engine);
 const std::string& path_of(const engine_state& engine);
+queue_family family_of(const engine_state& engine);
 
 // One acquire. Reentrancy by owner (the holds of `who` on this lock object):
 // a hold of the same kind is granted again (lock_lost if lost); a write hold
@@ -49,6 +50,8 @@ struct acquire_request {
   std::optional<owner> who = std::nullopt;
   bool try_once = false;  // lock_busy instead of waiting
   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
+  std::optional<std::string> data = std::nullopt;  // written into the node; else the options' data
+  bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> engine,
                                                          acquire_request request);
@@ -70,16 +73,40 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr
                                                                std::shared_ptr<engine_state> locks,
                                                                lease_request request);
 
+// The race recipes (race_mutex, election's race mode): one EPHEMERAL node at
+// the engine's path, created by whoever is first; the others wait for its
+// deletion and race again (seed 003's non-fair lock). Within a session,
+// contenders take turns in the process (local_turns.hpp). Reentrancy by
+// owner as for acquire; `kind` is ignored.
+asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_state> engine,
+                                                      acquire_request request);
+
+// Who holds the engine's one place now: the first of an election's queue, or
+// the race node's creator; nullopt when nobody does.
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(
+    std::shared_ptr<engine_state> engine);
+// Completes as soon as the holder differs from `last_seen`, with the new one
+// (at once if it differs already: no change between two calls is missed).
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(
+    std::shared_ptr<engine_state> engine, std::optional<leader> last_seen);
+
 // The queue, in order: the holder(s) first.
 asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
     std::shared_ptr<engine_state> engine);
 // Curator's revocation: "__REVOKE__" written into the contender's node.
 asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> engine, std::string node);
 
+// The engine's recipe's acquire: race() on a race engine, else acquire().
+inline asio::awaitable<std::tuple<std::error_code, lock>> contend(const std::shared_ptr<engine_state>& engine,
+                                                                  acquire_request request) {
+  return family_of(*engine) == queue_family::race ? race(engine, std::move(request))
+                                                  : acquire(engine, std::move(request));
+}
+
 // The same as asynchronous operations on the engine's strand (spawn_on).
 template <class Token>
 auto async_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
-  return spawn_on<std::tuple<std::error_code, lock>>(strand_of(*engine), acquire(engine, std::move(request)),
+  return spawn_on<std::tuple<std::error_code, lock>>(strand_of(*engine), contend(engine, std::move(request)),
                                                      std::forward<Token>(token));
 }
 template <class Token>
@@ -87,6 +114,17 @@ auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std
                           lease_request request, Token&& token) {
   return spawn_on<std::tuple<std::error_code, std::vector<lock>>>(
       strand_of(*leases), acquire_leases(leases, locks, std::move(request)), std::forward<Token>(token));
+}
+template <class Token>
+auto async_current_leader(const std::shared_ptr<engine_state>& engine, Token&& token) {
+  return spawn_on<std::tuple<std::error_code, std::optional<leader>>>(strand_of(*engine), current_leader(engine),
+                                                                      std::forward<Token>(token));
+}
+template <class Token>
+auto async_leader_change(const std::shared_ptr<engine_state>& engine, std::optional<leader> last_seen,
+                         Token&& token) {
+  return spawn_on<std::tuple<std::error_code, std::optional<leader>>>(
+      strand_of(*engine), leader_change(engine, std::move(last_seen)), std::forward<Token>(token));
 }
 template <class Token>
 auto async_contenders(const std::shared_ptr<engine_state>& engine, Token&& token) {
@@ -130,6 +168,42 @@ class lock_object {
       : state_(make_engine(s, path, std::move(options), family)) {}
 
   std::shared_ptr<engine_state> state_;
+};
+
+// The acquire operations of the exclusive locks (mutex, race_mutex), on the
+// engine `Derived::state_` (Derived befriends this).
+template <class Derived>
+class exclusive_acquire {
+ public:
+  // Waits for the lock. void(error_code, lock)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire(Token&& token = {}) {
+    return detail::async_acquire(engine(), {}, std::forward<Token>(token));
+  }
+  // Reentrant by owner (see lock.hpp's owner).
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire(const owner& who, Token&& token = {}) {
+    return detail::async_acquire(engine(), {.who = who}, std::forward<Token>(token));
+  }
+  // Takes the lock only if it is free at once (mutex: nobody holds it or
+  // waits before us): fails with lock_busy otherwise, leaving no node behind.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_try_acquire(Token&& token = {}) {
+    return detail::async_acquire(engine(), {.try_once = true}, std::forward<Token>(token));
+  }
+  // Waits until `deadline` at most (connecting included): then lock_timeout,
+  // and the node is deleted.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+    return detail::async_acquire(engine(), {.deadline = deadline}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+    return async_acquire_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+  }
+
+ private:
+  const std::shared_ptr<engine_state>& engine() const { return static_cast<const Derived&>(*this).state_; }
 };
 
 }  // namespace zkasio::detail

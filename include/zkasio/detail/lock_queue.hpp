@@ -34,6 +34,7 @@ enum class node_kind : std::uint8_t {
   read,   // "__READ__": InterProcessReadWriteLock's readers (zkasio::shared_mutex)
   write,  // "__WRIT__": its writers
   lease,  // "lease-": InterProcessSemaphoreV2's leases (zkasio::semaphore)
+  latch,  // "latch-": LeaderLatch's candidates (zkasio::election, fair mode)
 };
 std::string_view lock_name(node_kind kind) noexcept;
 
@@ -43,6 +44,8 @@ enum class queue_family : std::uint8_t {
   mutex,       // lock
   read_write,  // read and write, in one sequence space
   semaphore,   // lease (a semaphore's leases, which no rule orders)
+  election,    // latch
+  race,        // none: the race recipes' one node is the path itself (race_engine)
 };
 bool in_family(node_kind kind, queue_family family) noexcept;
 // Whether two kinds of node are of one recipe's queue.

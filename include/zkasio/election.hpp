@@ -1,0 +1,139 @@
+// zkasio::election: leader election, in seed 003's two ways.
+//
+// Fair mode (the default): every candidate creates an EPHEMERAL_SEQUENTIAL
+// node under the election path, named as Apache Curator's LeaderLatch names
+// its participants ("_c_<uuid>-latch-<seq>"), so that Curator LeaderLatch
+// participants and zkasio candidates on one path elect one leader among
+// them. The lowest sequence leads; every other candidate waits for the
+// deletion of its immediate predecessor only. Candidates lead in the order
+// they campaigned. Before a candidate is told it leads, it checks that its
+// node is there and that its ephemeral owner is its own session (Curator's
+// CURATOR-696: a LeaderLatch that took a node of another session for its own
+// was leader beside the real one).
+//
+// Race mode: one EPHEMERAL node at the election path itself, made by whoever
+// is first; the others watch it and race again when it goes (race_mutex.hpp:
+// every change of leader wakes every candidate).
+//
+// Leadership is a zkasio::lock (lock.hpp) with async_resign(): its lost
+// signal fires the moment leadership may be lost (session expired or, under
+// the policy, disconnected too long; the node deleted by someone else), its
+// fencing token (the node's czxid) grows with every new leader, and its
+// destructor resigns. with_leadership runs the leader's work bound to the
+// lost signal.
+//
+// Cancellation: async_campaign honours terminal and partial cancellation at
+// every stage (operation_aborted; the candidate's node is deleted in the
+// background). The observers (async_leader, async_leader_changed) have no
+// effect to undo: cancelled, they complete with operation_aborted.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/lock.hpp>
+
+namespace zkasio {
+
+enum class election_mode {
+  fair,  // sequential candidates, Curator LeaderLatch's layout
+  race,  // one ephemeral node at the path, raced for
+};
+
+// A candidate's leadership: a lock; resigning is releasing it.
+class leadership : public lock {
+ public:
+  leadership() = default;
+  explicit leadership(lock held) : lock(std::move(held)) {}
+
+  // Resigns (deletes the candidate's node; the next candidate leads).
+  // Completes as async_release does: lock_lost if leadership had been lost.
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_resign(Token&& token = {}) {
+    return async_release(std::forward<Token>(token));
+  }
+};
+
+class election {
+ public:
+  using executor_type = asio::any_io_executor;  // a strand
+
+  // The session must outlive the election and every leadership of it.
+  // Throws invalid_path (system_error) for a path that cannot be one.
+  // `options.data` is what a campaign without data writes.
+  election(session& s, std::string_view path, election_mode mode = election_mode::fair, lock_options options = {})
+      : state_(detail::make_engine(s, path, std::move(options),
+                                   mode == election_mode::fair ? detail::queue_family::election
+                                                               : detail::queue_family::race)),
+        mode_(mode) {}
+
+  executor_type get_executor() const { return detail::strand_of(*state_); }
+  const std::string& path() const { return detail::path_of(*state_); }
+  election_mode mode() const noexcept { return mode_; }
+
+  // Campaigns with `data` (shown to observers, e.g. "host:port") and
+  // completes when this candidate leads. void(error_code, leadership)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_campaign(std::string data, Token&& token = {}) {
+    return campaign({.data = std::move(data)}, std::forward<Token>(token));
+  }
+  // lock_timeout at `deadline` (the candidate's node is deleted).
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_campaign_until(std::string data, std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+    return campaign({.deadline = deadline, .data = std::move(data)}, std::forward<Token>(token));
+  }
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_campaign_for(std::string data, std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+    return async_campaign_until(std::move(data), std::chrono::steady_clock::now() + timeout,
+                                std::forward<Token>(token));
+  }
+
+  // Who leads now, with the data it campaigned with; nullopt: nobody.
+  // void(error_code, optional<leader>)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_leader(Token&& token = {}) {
+    return detail::async_current_leader(state_, std::forward<Token>(token));
+  }
+  // Completes when the leader differs from `last_seen` (the last answer of
+  // async_leader or of this), with the new one: at once if it changed since,
+  // so a loop of these never misses a change (it may see only the latest of
+  // several quick ones). void(error_code, optional<leader>)
+  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  auto async_leader_changed(std::optional<leader> last_seen, Token&& token = {}) {
+    return detail::async_leader_change(state_, std::move(last_seen), std::forward<Token>(token));
+  }
+
+ private:
+  static asio::awaitable<std::tuple<std::error_code, leadership>> as_leadership(
+      asio::awaitable<std::tuple<std::error_code, lock>> work) {
+    auto [ec, held] = co_await std::move(work);
+    co_return std::make_tuple(ec, leadership(std::move(held)));
+  }
+  template <class Token>
+  auto campaign(detail::acquire_request request, Token&& token) {
+    request.kind = detail::node_kind::latch;
+    request.confirm_owner = true;
+    return detail::spawn_on<std::tuple<std::error_code, leadership>>(
+        get_executor(), as_leadership(detail::contend(state_, std::move(request))), std::forward<Token>(token));
+  }
+
+  std::shared_ptr<detail::engine_state> state_;
+  election_mode mode_;
+};
+
+// Campaigns in `e` with `data`, then runs `body()` (returning an
+// asio::awaitable) as the leader: see with_hold (lock.hpp); returning from it
+// resigns.
+template <class Body>
+auto with_leadership(election& e, std::string data, Body body) -> detail::body_awaitable_t<Body> {
+  auto leading = [](election& e, std::string data) -> asio::awaitable<lock> {
+    co_return static_cast<lock&&>(co_await e.async_campaign(std::move(data), asio::use_awaitable));
+  };
+  return with_hold(leading(e, std::move(data)), std::move(body));
+}
+
+}  // namespace zkasio
