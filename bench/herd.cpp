@@ -19,6 +19,7 @@
 #include <asio/write.hpp>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <sstream>
 #include <stdexcept>
 #include <zkasio/mutex.hpp>
@@ -192,8 +193,21 @@ awaitable<void> herd(session_list& sessions, const options& o, report& r) {
   };
   players.push_back(measure_then_stop());
   co_await run_all(std::move(players));
-  co_await remove_dir(*sessions.front(), dir, std::vector<std::string>(1, path));
-  co_await close_all(sessions);
+  // The cancelled waiters' nodes go in the background: closing their
+  // sessions takes them at once; then the directories can go.
+  session_list others;
+  for (auto& s : sessions | std::views::drop(1)) others.push_back(std::move(s));
+  co_await close_all(others);
+  auto& first = *sessions.front();
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  for (auto deadline = clock::now() + 10s;;) {
+    auto [ec, kids] = co_await first.async_get_children(path, as_tuple(use_awaitable));
+    if (ec || kids.names.empty() || clock::now() > deadline) break;
+    tick.expires_after(5ms);
+    co_await tick.async_wait(use_awaitable);
+  }
+  co_await remove_dir(first, dir, std::vector<std::string>(1, path));
+  co_await first.async_close(use_awaitable);
 }
 
 }  // namespace
