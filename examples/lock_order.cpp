@@ -5,9 +5,11 @@
 // With MODE ("read" or "write"), the lock is a zkasio::shared_mutex's read or
 // write lock, and the lines are "enter MODE NAME" and "exit MODE NAME"; with
 // "lease-N", one lease of a zkasio::semaphore of N ("enter lease NAME");
-// with "leader", the leadership of a zkasio::election ("enter leader NAME").
+// with "leader", the leadership of a zkasio::election ("enter leader NAME");
+// with "race" a zkasio::race_mutex, with "race-leader" an election in race
+// mode (the same node: they exclude each other).
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader]]
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader]]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <string>
 #include <zkasio/election.hpp>
 #include <zkasio/mutex.hpp>
+#include <zkasio/race_mutex.hpp>
 #include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
@@ -42,17 +45,21 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
   bool lease = mode.starts_with("lease-");
   zkasio::semaphore leases(s, path, lease ? std::stoul(mode.substr(6)) : 1, {.data = name});
   zkasio::election election(s, path);
+  zkasio::race_mutex racing(s, path, {.data = name});
+  zkasio::election race_election(s, path, zkasio::election_mode::race);
   auto who = mode.empty() ? name : (lease ? "lease" : mode) + " " + name;
   for (int i = 1; i <= rounds; ++i) {
     zkasio::lock held;
     if (mode.empty()) held = co_await m.async_acquire(use_awaitable);
     else if (lease) held = co_await leases.async_acquire(use_awaitable);
     else if (mode == "leader") held = co_await election.async_campaign(name, use_awaitable);
+    else if (mode == "race") held = co_await racing.async_acquire(use_awaitable);
+    else if (mode == "race-leader") held = co_await race_election.async_campaign(name, use_awaitable);
     else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
     else held = co_await rw.async_lock(use_awaitable);
     append(log, "enter " + who + "\n");
     std::cout << name << " holds the lock (round " << i << ", node "
-              << held.node().substr(path.size() + 1) << ", fencing token "
+              << (held.node() == path ? held.node() : held.node().substr(path.size() + 1)) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
     asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(lease ? 20 : 2));
     co_await hold.async_wait(use_awaitable);
@@ -68,8 +75,10 @@ int main(int argc, char** argv) {
   std::string mode = argc == 7 ? argv[6] : "";
   bool lease = mode.size() > 6 && mode.starts_with("lease-") &&
                mode.find_first_not_of("0123456789", 6) == std::string::npos;
-  if (argc < 5 || argc > 7 || (!mode.empty() && mode != "read" && mode != "write" && mode != "leader" && !lease)) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader]]\n";
+  bool known = mode.empty() || lease || mode == "read" || mode == "write" || mode == "leader" || mode == "race" ||
+               mode == "race-leader";
+  if (argc < 5 || argc > 7 || !known) {
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader]]\n";
     return 2;
   }
   asio::io_context io;

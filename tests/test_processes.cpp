@@ -80,8 +80,10 @@ struct read_write_log {
   std::map<std::string, int> grants;
   int lines = 0;
 };
-// A writer's and a leader's hold exclude every other.
-bool exclusive(const std::string& mode) { return mode == "write" || mode == "leader"; }
+// A writer's, a leader's and a race lock's hold exclude every other.
+bool exclusive(const std::string& mode) {
+  return mode == "write" || mode == "leader" || mode == "race" || mode == "race-leader";
+}
 
 read_write_log read_write_log_of(const std::string& log) {
   read_write_log result;
@@ -179,6 +181,23 @@ TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path
     contenders.push_back({curator.with({shared_hosts(), path, other, std::to_string(rounds), log}), other});
   }
   run_contenders(contenders, log, rounds);
+  std::filesystem::remove(log);
+}
+
+TEST_CASE("the race recipes across 4 processes: race mutexes and race-mode elections on one node, one holder at a time") {
+  auto log = temp_log("race-processes");
+  auto path = unique_path("race-processes");
+  constexpr int rounds = 40;
+  std::vector<contender> contenders;
+  for (auto* mode : {"race", "race", "race-leader", "race-leader"}) {
+    auto name = "zkasio-" + std::to_string(contenders.size());
+    contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, name, std::to_string(rounds), log, mode}, name});
+  }
+  run_all(contenders);
+  auto seen = read_write_log_of(log);
+  CHECK(seen.violations == 0);
+  CHECK(seen.lines == static_cast<int>(contenders.size()) * rounds * 2);
+  for (auto& c : contenders) CHECK(seen.grants[c.name] == rounds);
   std::filesystem::remove(log);
 }
 
