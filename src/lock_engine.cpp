@@ -1110,6 +1110,8 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       checked_orphan = true;
       auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
       if (stat_ec) co_return failed(stat_ec);
+      // A persistent node at the path would be waited for in vain.
+      if (st && st->ephemeral_owner == 0) co_return failed(make_error_code(error::node_exists));
       if (st && st->ephemeral_owner == s.id()) {
         if (auto delete_ec = co_await delete_node(m, "", st->ephemeral_owner, st->czxid); delete_ec && delete_ec != error::lock_lost)
           co_return failed(delete_ec);

@@ -335,6 +335,13 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
   CHECK_THROWS_WITH_AS(race_mutex(a, "no-slash"), doctest::Contains("no-slash"), std::system_error);
   CHECK_THROWS_AS(election(a, "/", election_mode::race), std::system_error);
   run(io, [&]() -> awaitable<void> {
+    // A persistent node at the path is no race node: refused at once, not waited for.
+    auto taken = unique_path("race-mutex-persistent");
+    co_await a.async_create(taken, "", use_awaitable);
+    race_mutex on_persistent(a, taken);
+    auto [persistent_ec, none_held] = co_await on_persistent.async_acquire(as_tuple(use_awaitable));
+    CHECK(persistent_ec == error::node_exists);
+    co_await a.async_remove(taken, use_awaitable);
     owner me;
     auto first = co_await ma.async_acquire(me, use_awaitable);  // parents made as containers
     auto again = co_await ma.async_acquire(me, use_awaitable);

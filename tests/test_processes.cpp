@@ -184,14 +184,16 @@ TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path
   std::filesystem::remove(log);
 }
 
-TEST_CASE("the race recipes across 4 processes: race mutexes and race-mode elections on one node, one holder at a time") {
-  auto log = temp_log("race-processes");
-  auto path = unique_path("race-processes");
-  constexpr int rounds = 40;
+// zkasio processes on one path, one per mode of `modes` (lock_order's), each
+// taking its lock `rounds` times: all exit 0, each with its rounds in the
+// log, and nobody beside an exclusive holder.
+read_write_log run_modes(const std::string& name, const std::vector<std::string>& modes, int rounds) {
+  auto log = temp_log(name);
+  auto path = unique_path(name);
   std::vector<contender> contenders;
-  for (auto* mode : {"race", "race", "race-leader", "race-leader"}) {
-    auto name = "zkasio-" + std::to_string(contenders.size());
-    contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, name, std::to_string(rounds), log, mode}, name});
+  for (auto& mode : modes) {
+    auto who = "zkasio-" + std::to_string(contenders.size());
+    contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, who, std::to_string(rounds), log, mode}, who});
   }
   run_all(contenders);
   auto seen = read_write_log_of(log);
@@ -199,24 +201,16 @@ TEST_CASE("the race recipes across 4 processes: race mutexes and race-mode elect
   CHECK(seen.lines == static_cast<int>(contenders.size()) * rounds * 2);
   for (auto& c : contenders) CHECK(seen.grants[c.name] == rounds);
   std::filesystem::remove(log);
+  return seen;
+}
+
+TEST_CASE("the race recipes across 4 processes: race mutexes and race-mode elections on one node, one holder at a time") {
+  run_modes("race-processes", {"race", "race", "race-leader", "race-leader"}, 40);
 }
 
 TEST_CASE("the read/write lock across 4 processes: writers exclude everyone, readers share") {
-  auto log = temp_log("read-write-processes");
-  auto path = unique_path("read-write-processes");
-  constexpr int rounds = 60;
-  std::vector<contender> contenders;
-  for (auto* mode : {"read", "read", "read", "write"}) {
-    auto name = "zkasio-" + std::to_string(contenders.size());
-    contenders.push_back({{ZKASIO_LOCK_CONTENDER, shared_hosts(), path, name, std::to_string(rounds), log, mode}, name});
-  }
-  run_all(contenders);
-  auto seen = read_write_log_of(log);
-  CHECK(seen.violations == 0);
-  CHECK(seen.lines == static_cast<int>(contenders.size()) * rounds * 2);
+  auto seen = run_modes("read-write-processes", {"read", "read", "read", "write"}, 60);
   CHECK(seen.most_readers >= 2);  // they did share
-  for (auto& c : contenders) CHECK(seen.grants[c.name] == rounds);
-  std::filesystem::remove(log);
 }
 
 // Curator's contenders first (they run longer: a JVM starts slowly); the

@@ -19,8 +19,8 @@
 // node's czxid), guaranteed release, reentrancy by owner. A release deletes
 // the node only while it is still the holder's own (its czxid). Cancellation
 // and timeouts at every stage leave no node. The path's parents are created
-// as containers; the path itself must not have children (an ephemeral node
-// cannot).
+// as containers; a persistent node at the path itself is refused
+// (node_exists), not waited for.
 #pragma once
 
 #include <chrono>
