@@ -564,19 +564,23 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
   }
 }
 
+// A wait in this process (known_nodes', local_turns'): `start(done)`
+// registers the completion `done`, which is completed on the engine's strand;
+// cancelling the wait withdraws it there.
+template <class Start>
+awaitable<std::error_code> wait_here(const std::shared_ptr<engine_state>& m, Start start) {
+  auto token = as_tuple(use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
+      [&](auto handler) { start(make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation)); },
+      token);
+  co_return ec;
+}
+
 // Waits for the node `name` to go: in this process when it is a node of the
 // same session (see known_nodes), else with a watch on the server.
 awaitable<std::error_code> wait_gone(std::shared_ptr<engine_state> m, const attempt& a, const std::string& name) {
-  if (m->known->owned_by(name, m->session_in(a.generation))) {
-    auto token = as_tuple(use_awaitable);
-    auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
-        [&](auto handler) {
-          auto done = make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation);
-          m->known->wait_gone(name, m->strand, std::move(done));
-        },
-        token);
-    co_return ec;
-  }
+  if (m->known->owned_by(name, m->session_in(a.generation)))
+    co_return co_await wait_here(m, [&](completion_ptr<> done) { m->known->wait_gone(name, m->strand, std::move(done)); });
   auto [ec] = co_await m->s.async_wait_deleted(m->full(name), as_tuple(use_awaitable));
   if (!ec) m->known->gone(name);
   co_return ec;
@@ -1068,14 +1072,8 @@ awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a
     a.turn = m->turns->try_take(key);
     co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
   }
-  auto token = as_tuple(use_awaitable);
-  auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
-      [&](auto handler) {
-        auto done = make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation);
-        m->turns->enter(key, m->strand, std::move(done));
-      },
-      token);
-  if (ec) co_return ec;
+  if (auto ec = co_await wait_here(m, [&](completion_ptr<> done) { m->turns->enter(key, m->strand, std::move(done)); }))
+    co_return ec;
   a.turn = m->turns->take(key);
   co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
 }

@@ -359,7 +359,7 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
   }());
 }
 
-TEST_CASE("the race mutex in one session: a second contender waits its turn, a try says busy at once, and neither touches the holder's node") {
+TEST_CASE("the race mutex in one session: a second contender waits its turn, one cancelled in line leaves it, a try says busy at once, and none touches the holder's node") {
   asio::io_context io;
   session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
   auto path = unique_path("race-mutex-one-session");
@@ -369,6 +369,13 @@ TEST_CASE("the race mutex in one session: a second contender waits its turn, a t
     auto token = held.fencing_token();
     acquire_outcome waiter(io);
     m2.async_acquire(waiter.handler());
+    // A contender cancelled while in the line leaves it (the line goes on, below).
+    asio::cancellation_signal cancel;
+    acquire_outcome cancelled(io);
+    m3.async_acquire(asio::bind_cancellation_slot(cancel.slot(), cancelled.handler()));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await cancelled.done.wait(10s));
+    CHECK(*cancelled.ec == asio::error::operation_aborted);
     auto [busy_ec, none] = co_await m3.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy_ec == error::lock_busy);
     auto [timeout_ec, none_either] = co_await m3.async_acquire_for(200ms, as_tuple(use_awaitable));
@@ -386,6 +393,9 @@ TEST_CASE("the race mutex in one session: a second contender waits its turn, a t
     CHECK(!*waiter.ec);
     CHECK(waiter.held.fencing_token() > token);
     co_await waiter.held.async_release(use_awaitable);
+    // The cancelled contender's place in the line was given up: the session's next one goes.
+    auto after = co_await m3.async_acquire_for(10s, use_awaitable);
+    co_await after.async_release(use_awaitable);
     CHECK(co_await settles(other, path, election_mode::race, 0));
   }());
 }
