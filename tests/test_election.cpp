@@ -86,20 +86,23 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
     std::vector<std::string> led;  // the leaders' nodes, in the order they led
     std::vector<std::int64_t> tokens;
     std::set<std::string> observed;  // every leader the observer saw
-    std::optional<leader> seen;
-    bool observing = true;
-    test_event observer_done(io.get_executor());
     // The observer: each leader resigns only once the observer has seen it,
-    // so a missed change would leave it waiting (and fail the bound).
-    asio::co_spawn(io, [&]() -> awaitable<void> {
+    // so a missed change would leave it waiting (and fail the bound). It
+    // watches until cancelled.
+    asio::cancellation_signal stop_observer;
+    std::error_code observer_end;
+    test_event observer_done(io.get_executor());
+    auto observe = [&]() -> awaitable<void> {
       auto current = co_await elections[0].async_leader(use_awaitable);
       for (;;) {
         if (current) observed.insert(current->node + "|" + current->data);
-        if (!observing) break;
         current = co_await elections[0].async_leader_changed(current, use_awaitable);
       }
-      observer_done.count();
-    }, [&](std::exception_ptr e) { failures += e != nullptr; });
+    };
+    asio::co_spawn(io, observe(), asio::bind_cancellation_slot(stop_observer.slot(), [&](std::exception_ptr e) {
+                     observer_end = e ? detail::code_of(e) : std::error_code{};
+                     observer_done.count();
+                   }));
     auto candidate = [&](election& e, int id) -> awaitable<void> {
       auto data = "candidate-" + std::to_string(id);
       auto leads = co_await e.async_campaign(data, use_awaitable);
@@ -122,10 +125,10 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
       for (auto& node : led) sequences.push_back(sequence_of(node));
       CHECK(std::is_sorted(sequences.begin(), sequences.end()));
     }
-    observing = false;
+    stop_observer.emit(asio::cancellation_type::terminal);
     run(io, [&]() -> awaitable<void> {
-      // (The observer wakes on the last resignation: nobody leads.)
       CHECK(co_await observer_done.wait(10s));
+      CHECK(observer_end == asio::error::operation_aborted);
       CHECK(!(co_await elections[1].async_leader(use_awaitable)));
       CHECK(co_await settles(elections.first_session(), path, mode, 0));
     }());
@@ -138,6 +141,7 @@ TEST_CASE("the observers: nobody, then who campaigned; a change since the last l
     CAPTURE(mode_name);
     two_candidates t("election-observe", mode);
     auto& [io, a, b, path, ea, eb] = t;
+    CHECK(ea.mode() == mode);
     run(io, [&]() -> awaitable<void> {
       CHECK(!(co_await eb.async_leader(use_awaitable)));  // the path does not exist yet
       // Waiting for a first leader.

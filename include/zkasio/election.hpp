@@ -64,16 +64,17 @@ class election {
 
   // The session must outlive the election and every leadership of it.
   // Throws invalid_path (system_error) for a path that cannot be one.
-  // `options.data` is what a campaign without data writes.
+  // (`options.data` is unused: each campaign writes its own.)
   election(session& s, std::string_view path, election_mode mode = election_mode::fair, lock_options options = {})
       : state_(detail::make_engine(s, path, std::move(options),
                                    mode == election_mode::fair ? detail::queue_family::election
-                                                               : detail::queue_family::race)),
-        mode_(mode) {}
+                                                               : detail::queue_family::race)) {}
 
   executor_type get_executor() const { return detail::strand_of(*state_); }
   const std::string& path() const { return detail::path_of(*state_); }
-  election_mode mode() const noexcept { return mode_; }
+  election_mode mode() const {
+    return detail::family_of(*state_) == detail::queue_family::race ? election_mode::race : election_mode::fair;
+  }
 
   // Campaigns with `data` (shown to observers, e.g. "host:port") and
   // completes when this candidate leads. void(error_code, leadership)
@@ -122,7 +123,6 @@ class election {
   }
 
   std::shared_ptr<detail::engine_state> state_;
-  election_mode mode_;
 };
 
 // Campaigns in `e` with `data`, then runs `body()` (returning an
