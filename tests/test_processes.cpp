@@ -169,7 +169,7 @@ TEST_CASE("mutual exclusion across 6 processes") {
   std::filesystem::remove(log);
 }
 
-TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path") {
+TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path" * doctest::test_suite("interop")) {
   curator_program curator("CuratorContender");
   auto log = temp_log("interop");
   auto path = unique_path("mutex-interop");
@@ -258,7 +258,7 @@ read_write_log interop(const curator_program& curator, const std::string& name, 
   return seen;
 }
 
-TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path") {
+TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path" * doctest::test_suite("interop")) {
   curator_program curator("CuratorContender");
   auto readers = interop(curator, "read-write-interop", {"read", "read", "write"}, 150, 40);
   MESSAGE("readers at once at most: " << readers.most_readers << "; zkasio and Curator readers together: "
@@ -266,7 +266,7 @@ TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one 
   CHECK(readers.mixed_readers > 0);  // zkasio and Curator readers did share
 }
 
-TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leases") {
+TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leases" * doctest::test_suite("interop")) {
   curator_program curator("CuratorContender");
   constexpr int leases = 2;
   auto lease = "lease-" + std::to_string(leases);
@@ -277,7 +277,7 @@ TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leas
   CHECK(seen.mixed_readers > 0);
 }
 
-TEST_CASE("Curator's LeaderLatch and zkasio's election elect one leader at a time on one path") {
+TEST_CASE("Curator's LeaderLatch and zkasio's election elect one leader at a time on one path" * doctest::test_suite("interop")) {
   curator_program curator("CuratorContender");
   interop(curator, "leader-interop", {"leader", "leader", "leader"}, 40, 15);
 }
