@@ -106,8 +106,13 @@ struct hold {
 struct grant {
   std::shared_ptr<hold> held;
   asio::cancellation_signal lost_signal;
+  std::vector<completion_ptr<>> lost_waiters;  // async_wait_lost's; on the strand
   bool given_back = false;  // on the strand
   ~grant();
+  // Completes every async_wait_lost with `ec`. On the strand.
+  void end_lost_waits(std::error_code ec) {
+    for (auto& done : std::exchange(lost_waiters, {})) done->complete(ec);
+  }
 };
 
 namespace {
@@ -141,7 +146,10 @@ void lose(hold& h, loss why) {
   std::vector<std::shared_ptr<grant>> grants;
   for (auto& weak : h.grant_list)
     if (auto g = weak.lock()) grants.push_back(std::move(g));
-  for (auto& g : grants) g->lost_signal.emit(asio::cancellation_type::terminal);
+  for (auto& g : grants) {
+    g->lost_signal.emit(asio::cancellation_type::terminal);
+    g->end_lost_waits({});
+  }
 }
 
 // Runs `work` on `strand` to its end whatever happens to whoever waits for it
@@ -559,7 +567,9 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
       if (auto ec = co_await create_parents(s, m->path)) co_return listing(ec, nullptr);
       continue;
     }
-    if (create_ec != error::connection_loss) co_return listing(create_ec, nullptr);
+    // A connection lost (or a request timed out) before the reply: the
+    // create may have been applied.
+    if (create_ec != condition::retryable) co_return listing(create_ec, nullptr);
     if (auto found = co_await find_lost_node(m, a)) co_return std::move(*found);
   }
 }
@@ -635,6 +645,20 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   return first;
 }
 
+// Whether a failure of the wait is one the acquire rides through: the
+// connection was lost or the server was busy, and the session lives on, so
+// its node is still in the queue. It waits for the connection and lists the
+// queue again, for as long as its deadline allows.
+bool ride_through(std::error_code ec, const session& s, const attempt& a) {
+  return ec == condition::retryable && s.generation() == a.generation;
+}
+
+awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m) {
+  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
+  if (connect_ec) co_return listing(connect_ec, nullptr);
+  co_return co_await fresh_listing(m);
+}
+
 // The whole acquire: create, then wait in the queue until first.
 awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_state> m,
                                                       std::optional<owner> who, bool try_once,
@@ -645,6 +669,10 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
       co_return std::make_tuple(ec, lock{});
   auto [ec, view] = co_await create_node(m, a);
   for (;;) {
+    if (ride_through(ec, s, a) && a.node.name.size()) {
+      std::tie(ec, view) = co_await relist_when_connected(m);
+      continue;
+    }
     if (ec) co_return std::make_tuple(ec, lock{});
     if (s.generation() != a.generation)
       co_return std::make_tuple(make_error_code(error::session_expired), lock{});
@@ -660,15 +688,20 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     bool relisted = false;
     if (verdict.what == lock_verdict::wait) {
       auto [wait_ec, next] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
+      if (ride_through(wait_ec, s, a)) wait_ec = {};
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
       relisted = next == turn::relist;
-      if (relisted) std::tie(ec, view) = co_await fresh_listing(m);
+      if (relisted) std::tie(ec, view) = co_await relist_when_connected(m);
     }
     if (relisted) continue;
     // First by what this process knows (a listing would have shown mine), or
     // an election's candidate, which checks whose the node is.
     if (verdict.what == lock_verdict::wait || a.confirm_owner) {
       auto [check_ec, there] = co_await still_there(m, a);
+      if (ride_through(check_ec, s, a)) {
+        std::tie(ec, view) = co_await relist_when_connected(m);
+        continue;
+      }
       if (check_ec) co_return std::make_tuple(check_ec, lock{});
       if (!there) {
         a.gone = true;
@@ -822,9 +855,21 @@ lock& lock::operator=(lock&& other) noexcept {
 lock::~lock() = default;  // the grant gives its share back (see detail::grant)
 
 detail::grant::~grant() {
-  if (given_back || !held) return;
+  if (!held) return;
+  if (!lost_waiters.empty())
+    asio::post(held->engine->strand, [waits = std::move(lost_waiters)] {
+      for (auto& done : waits) done->complete(make_error_code(error::not_held));
+    });
+  if (given_back) return;
   // In the background; the delete is retried while the session lives.
   asio::co_spawn(held->engine->strand, give_back(held), asio::detached);
+}
+
+void detail::wait_lost(grant& g, completion_ptr<> done) {
+  if (g.given_back || g.held->released) return done->complete(make_error_code(error::not_held));
+  if (g.held->lost) return done->complete({});
+  std::erase_if(g.lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
+  g.lost_waiters.push_back(std::move(done));
 }
 
 bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
@@ -846,6 +891,7 @@ asio::any_io_executor lock::get_executor() const {
 asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
   if (!grant || grant->given_back) co_return std::make_tuple(make_error_code(error::not_held));
   grant->given_back = true;
+  grant->end_lost_waits(make_error_code(error::not_held));
   auto& list = grant->held->grant_list;
   std::erase_if(list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
   co_return std::make_tuple(co_await detail::give_back(grant->held));
@@ -1107,6 +1153,11 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       // while the attempt has the turn, this session makes no other.
       checked_orphan = true;
       auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+      if (ride_through(stat_ec, s, a)) {
+        checked_orphan = false;
+        if (auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable)); connect_ec) co_return failed(connect_ec);
+        continue;
+      }
       if (stat_ec) co_return failed(stat_ec);
       // A persistent node at the path would be waited for in vain.
       if (st && st->ephemeral_owner == 0) co_return failed(make_error_code(error::node_exists));
@@ -1119,6 +1170,8 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
     if (ec == error::node_exists) {
       if (try_once) co_return failed(make_error_code(error::lock_busy));
       auto [wait_ec] = co_await s.async_wait_deleted(m->path, as_tuple(use_awaitable));
+      if (ride_through(wait_ec, s, a))
+        std::tie(wait_ec) = co_await s.async_connect(as_tuple(use_awaitable));
       if (wait_ec) co_return failed(wait_ec);
       continue;
     }
@@ -1126,19 +1179,24 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       if (auto parents_ec = co_await create_parents(s, split_path(m->path).first)) co_return failed(parents_ec);
       continue;
     }
-    if (ec != error::connection_loss) co_return failed(ec);
+    if (ec != condition::retryable) co_return failed(ec);
     // The create may have taken effect: after a sync, the node is ours if
-    // this session owns it.
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec) co_return failed(connect_ec);
-    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
-    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-    if (sync_ec && sync_ec != error::no_node) co_return failed(sync_ec);
-    auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-    if (stat_ec) co_return failed(stat_ec);
-    if (st && st->ephemeral_owner == s.id()) {
-      a.stat = *st;
-      co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+    // this session owns it. (Asked again while the connection fails.)
+    for (;;) {
+      auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+      if (connect_ec) co_return failed(connect_ec);
+      if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+      auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      if (ride_through(sync_ec, s, a)) continue;
+      if (sync_ec && sync_ec != error::no_node) co_return failed(sync_ec);
+      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+      if (ride_through(stat_ec, s, a)) continue;
+      if (stat_ec) co_return failed(stat_ec);
+      if (st && st->ephemeral_owner == s.id()) {
+        a.stat = *st;
+        co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+      }
+      break;
     }
   }
 }

@@ -462,3 +462,19 @@ TEST_CASE("guarded writes: refused under a race recipe's lock (nothing fences it
     co_await fair_held.async_release(as_tuple(use_awaitable));
   }());
 }
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a race waiter rides through a lost connection that its session survives") {
+  race_mutex m_holder(holder, "/race-ride"), m(s, "/race-ride");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    // The waiter's first look at the holder's node loses its reply with the connection.
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_EXISTS_OP);
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    co_await held.async_release();
+    co_await rode_through(w, generation);
+    co_await w.held.async_release();
+  }(), 30s);
+}

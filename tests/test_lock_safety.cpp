@@ -556,6 +556,28 @@ TEST_CASE_FIXTURE(proxied_server, "an acquire cancelled before its create's repl
   }(), 60s);
 }
 
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a waiter rides through a lost connection that its session survives: granted in turn, no error") {
+  mutex m_holder(holder, "/ride"), m(s, "/ride");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    auto before = proxy.requests_forwarded();
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    // Its create, its listing and the watch on the holder's node are out.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 3; }, 5s));
+    // Woken by the release, it checks that its node is still there: that
+    // reply is lost with the connection.
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_EXISTS_OP);
+    co_await held.async_release();
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    co_await rode_through(w, generation);
+    CHECK((co_await lock_nodes(holder, "/ride")).size() == 1);
+    co_await w.held.async_release();
+    CHECK(co_await settles_at(holder, "/ride", 0));
+  }(), 30s);
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 1s));

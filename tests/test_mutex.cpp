@@ -54,9 +54,21 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
     // The parents are containers: the server reclaims them once empty.
     auto parent = co_await s.async_exists(path, use_awaitable);
     REQUIRE(parent.has_value());
-    auto second = co_await m.async_acquire(use_awaitable);
+    // Without a token: zkasio::default_token.
+    auto second = co_await m.async_acquire();
     CHECK(second.fencing_token() > token);
-    co_await second.async_release(use_awaitable);
+    co_await second.async_release();
+
+    // A mutex made for one request: its lock outlives it, and releases.
+    lock third;
+    {
+      mutex per_request(s, path);
+      third = co_await per_request.async_acquire();
+    }
+    CHECK(third.held());
+    CHECK((co_await lock_nodes(s, path)).size() == 1);
+    co_await third.async_release();
+    CHECK((co_await lock_nodes(s, path)).empty());
   }());
 }
 
@@ -359,15 +371,32 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
     CHECK(guard_ec == error::lock_lost);
     CHECK((co_await s.async_get_data(path + "-state", use_awaitable)).data == "1");
     co_await s.async_remove(path + "-state", use_awaitable);
+
+    // with_lock revoked during its body: lock_lost, not a plain cancellation.
+    std::error_code failure;
+    try {
+      co_await with_lock(m, [&](const lock& inside) -> awaitable<void> {
+        co_await other_mutex.async_revoke(inside.node().substr(path.size() + 1), use_awaitable);
+        asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+        co_await forever.async_wait(use_awaitable);
+      });
+    } catch (const std::system_error& e) {
+      failure = e.code();
+    }
+    CHECK(failure == error::lock_lost);
   }());
 }
 
-TEST_CASE("with_lock: the body runs under the lock and is aborted when the lock is lost") {
+// A holder's session and mutex, and another session that acts as an operator would.
+struct holder_and_operator {
   asio::io_context io;
-  session s(io, test_options(shared_hosts()));
-  session other(io, test_options(shared_hosts()));
-  auto path = unique_path("mutex-with-lock");
-  mutex m(s, path);
+  session s{io, test_options(shared_hosts())};
+  session other{io, test_options(shared_hosts())};
+  std::string path = unique_path("mutex-lost");
+  mutex m{s, path};
+};
+
+TEST_CASE_FIXTURE(holder_and_operator, "with_lock: the body runs under the lock and is aborted when the lock is lost") {
   run(io, [&]() -> awaitable<void> {
     // A body that completes: its result comes back and the lock is released.
     int value = co_await with_lock(m, [&]() -> awaitable<int> {
@@ -390,6 +419,61 @@ TEST_CASE("with_lock: the body runs under the lock and is aborted when the lock 
       aborted = e.code();
     }
     CHECK(aborted == error::lock_lost);  // not a plain cancellation: the lock was lost
+  }());
+}
+
+TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, also one that came first; not_held once released; cancellable") {
+  run(io, [&]() -> awaitable<void> {
+    // Nothing held: not_held at once.
+    lock none;
+    auto [none_ec] = co_await none.async_wait_lost(as_tuple(use_awaitable));
+    CHECK(none_ec == error::not_held);
+
+    // Cancelled (here by a timer's win): operation_aborted, the lock still held.
+    auto held = co_await m.async_acquire();
+    asio::steady_timer soon(io, 1ms);
+    auto raced = co_await (held.async_wait_lost(as_tuple(use_awaitable)) || soon.async_wait(use_awaitable));
+    CHECK(raced.index() == 1);
+    CHECK_FALSE(held.lost());
+
+    // Work stopped by the loss, through the awaitable operators.
+    std::error_code work_ec;
+    auto work = [&]() -> awaitable<void> {
+      asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+      co_await forever.async_wait(asio::redirect_error(use_awaitable, work_ec));
+    };
+    auto operator_delete = [&]() -> awaitable<void> {
+      co_await other.async_remove(held.node(), use_awaitable);
+    };
+    auto stopped = co_await ((work() || held.async_wait_lost()) && operator_delete());
+    CHECK(stopped.index() == 1);
+    CHECK(work_ec == asio::error::operation_aborted);
+    CHECK(held.lost());
+
+    // A wait that starts after the loss completes at once.
+    auto [late_ec] = co_await held.async_wait_lost(as_tuple(use_awaitable));
+    CHECK_FALSE(late_ec);
+    auto [release_ec] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(release_ec == error::lock_lost);
+
+    // Released while waiting: not_held; after the release: not_held at once.
+    auto again = co_await m.async_acquire();
+    std::optional<std::error_code> released_wait;
+    again.async_wait_lost([&](std::error_code ec) { released_wait = ec; });
+    co_await again.async_release();
+    CHECK(co_await eventually([&] { return released_wait.has_value(); }));
+    CHECK(*released_wait == error::not_held);
+    auto [after_ec] = co_await again.async_wait_lost(as_tuple(use_awaitable));
+    CHECK(after_ec == error::not_held);
+
+    // Destroyed while waiting: not_held.
+    std::optional<std::error_code> dropped_wait;
+    {
+      auto dropped = co_await m.async_acquire();
+      dropped.async_wait_lost([&](std::error_code ec) { dropped_wait = ec; });
+    }
+    CHECK(co_await eventually([&] { return dropped_wait.has_value(); }));
+    CHECK(*dropped_wait == error::not_held);
   }());
 }
 

@@ -245,6 +245,13 @@ TEST_CASE("every completion token works") {
   REQUIRE(run_until(io, [&] { return callback_ec.has_value(); }));
   CHECK(!*callback_ec);
 
+  // No token: zkasio::default_token, which a coroutine can co_await.
+  static_assert(std::is_same_v<decltype(s.async_exists(path)), awaitable<std::optional<node_stat>>>);
+  run(io, [&]() -> awaitable<void> {
+    auto stat = co_await s.async_exists(path);
+    CHECK(stat.has_value());
+  }());
+
   // as_tuple
   run(io, [&]() -> awaitable<void> {
     auto [ec, data] = co_await s.async_get_data(path, asio::experimental::as_tuple(use_awaitable));
@@ -359,6 +366,12 @@ TEST_CASE("nothing is printed by default; a log sink receives the C client's lin
   unlink(name);
   CHECK(size == 0);
   CHECK(!lines.empty());  // the same events, logged where asked
+  // Lines without their newline, the closing one ("Freeing zookeeper resources") too.
+  CHECK(std::ranges::any_of(lines, [](auto& line) { return line.find("Freeing zookeeper resources") != line.npos; }));
+  for (auto& line : lines) {
+    CAPTURE(line);
+    CHECK((line.empty() || line.back() != '\n'));
+  }
 }
 
 TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads") {

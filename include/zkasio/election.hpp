@@ -52,7 +52,7 @@ class leadership : public lock {
 
   // Resigns (deletes the candidate's node; the next candidate leads).
   // Completes as async_release does: lock_lost if leadership had been lost.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_resign(Token&& token = {}) {
     return async_release(std::forward<Token>(token));
   }
@@ -78,16 +78,16 @@ class election {
 
   // Campaigns with `data` (shown to observers, e.g. "host:port") and
   // completes when this candidate leads. void(error_code, leadership)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_campaign(std::string data, Token&& token = {}) {
     return campaign({.data = std::move(data)}, std::forward<Token>(token));
   }
   // lock_timeout at `deadline` (the candidate's node is deleted).
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_campaign_until(std::string data, std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return campaign({.deadline = deadline, .data = std::move(data)}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_campaign_for(std::string data, std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return async_campaign_until(std::move(data), std::chrono::steady_clock::now() + timeout,
                                 std::forward<Token>(token));
@@ -95,7 +95,7 @@ class election {
 
   // Who leads now, with the data it campaigned with; nullopt: nobody.
   // void(error_code, optional<leader>)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_leader(Token&& token = {}) {
     return detail::async_current_leader(state_, std::forward<Token>(token));
   }
@@ -103,7 +103,7 @@ class election {
   // async_leader or of this), with the new one: at once if it changed since,
   // so a loop of these never misses a change (it may see only the latest of
   // several quick ones). void(error_code, optional<leader>)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_leader_changed(std::optional<leader> last_seen, Token&& token = {}) {
     return detail::async_leader_change(state_, std::move(last_seen), std::forward<Token>(token));
   }

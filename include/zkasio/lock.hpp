@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <zkasio/detail/completion.hpp>
 #include <zkasio/error.hpp>
 #include <zkasio/operations.hpp>
 #include <zkasio/session.hpp>
@@ -88,6 +89,8 @@ struct leader {
 namespace detail {
 struct engine_state;
 struct grant;
+// async_wait_lost's start, on the grant's strand.
+void wait_lost(grant& g, completion_ptr<> done);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in lock_engine.cpp).
 using lock_strand = asio::any_io_executor;
@@ -172,7 +175,7 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
 // A held lock: move-only; releases in the background when destroyed.
 // Every grant (reentrant ones too) is a lock object of its own, with its own
 // lost signal; they share one node.
-class lock {
+class [[nodiscard("a lock discarded is released at once")]] lock {
  public:
   lock() = default;  // holds nothing: async_release completes with not_held
   explicit lock(std::shared_ptr<detail::grant> grant);
@@ -193,12 +196,33 @@ class lock {
   // True once the lock may be lost (see lost_slot).
   bool lost() const noexcept;
 
-  // Emitted (terminal) the moment the lock may be lost: session expired,
-  // disconnected under the policy, the node deleted by someone else, or a
-  // revocation requested. Emitted on the lock object's strand (get_executor()),
-  // once: bind it only to operations running there, and check lost() after
-  // binding (a loss before the binding is not emitted again). with_lock does
-  // both.
+  // Completes (without error, as a timer's wait does) the moment the lock
+  // may be lost (session expired, disconnected under the policy, the node
+  // deleted by someone else, or a revocation requested), at once if it may
+  // be lost already: no loss can be missed. Completes with not_held at once
+  // for a lock released or never held, and when this lock is released
+  // meanwhile. Cancellation (terminal, partial, total) completes it with
+  // operation_aborted and does nothing else. With Asio's awaitable
+  // operators, `co_await (work() || held.async_wait_lost())` stops work() at
+  // its next wait the moment the lock may be lost (the result's index is 1).
+  // void(error_code)
+  template <class Token = default_token>
+  auto async_wait_lost(Token&& token = {}) {
+    if (!grant_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [](auto handler, std::shared_ptr<detail::grant> grant, asio::any_io_executor strand) {
+          auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::read_cancellation);
+          asio::dispatch(strand, [grant = std::move(grant), done = std::move(done)]() mutable {
+            detail::wait_lost(*grant, std::move(done));
+          });
+        },
+        token, grant_, get_executor());
+  }
+
+  // The low-level form: emitted (terminal) the moment the lock may be lost,
+  // on the lock object's strand (get_executor()), once. A handler assigned
+  // after the emission is never called: assign on the strand and check
+  // lost() after assigning, as with_lock does; async_wait_lost needs neither.
   asio::cancellation_slot lost_slot();
   asio::any_io_executor get_executor() const;  // a strand
 
@@ -209,7 +233,7 @@ class lock {
   // cancellation of the wait (terminal or partial: operation_aborted at once);
   // a retried delete that finds the node gone counts as released (the first
   // one took effect).
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_release(Token&& token = {}) {
     if (!engine_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
     auto strand = get_executor();
@@ -220,7 +244,7 @@ class lock {
   // A multi that first checks that the lock node still exists: the writes
   // happen only while the lock is held. void(error_code, vector<op_result>)
   // (the results include the check's, first).
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
     if (!engine_)
       return detail::complete_with(std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{}),

@@ -49,7 +49,7 @@ class race_mutex : public detail::exclusive_acquire<race_mutex> {
   const std::string& path() const { return detail::path_of(*state_); }
 
   // Who holds it now (nullopt: nobody). void(error_code, optional<leader>)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_holder(Token&& token = {}) {
     return detail::async_current_leader(state_, std::forward<Token>(token));
   }

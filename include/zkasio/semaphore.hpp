@@ -52,33 +52,33 @@ class semaphore : public detail::lock_object {
   std::size_t max_leases() const noexcept { return max_; }
 
   // One lease. void(error_code, lock)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire(Token&& token = {}) {
     return one(detail::lease_request{.count = 1, .max = max_}, std::forward<Token>(token));
   }
   // lock_busy unless a lease is free at once (and the semaphore's mutex is),
   // leaving no node behind.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_try_acquire(Token&& token = {}) {
     return one(detail::lease_request{.count = 1, .max = max_, .try_once = true}, std::forward<Token>(token));
   }
   // lock_timeout at `deadline`, leaving no node behind.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return one(detail::lease_request{.count = 1, .max = max_, .deadline = deadline}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return async_acquire_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
   }
 
   // `count` leases at once, all or nothing (invalid_lease_count unless
   // 1 <= count <= max_leases()). void(error_code, vector<lock>)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_many(std::size_t count, Token&& token = {}) {
     return detail::async_acquire_leases(state_, locks_, {.count = count, .max = max_}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_many_until(std::size_t count, std::chrono::steady_clock::time_point deadline,
                                 Token&& token = {}) {
     return detail::async_acquire_leases(state_, locks_, {.count = count, .max = max_, .deadline = deadline},

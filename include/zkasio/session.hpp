@@ -21,6 +21,7 @@
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/use_awaitable.hpp>
 #include <concepts>
 #include <cstdint>
 #include <memory>
@@ -35,6 +36,14 @@
 #include <zkasio/session_options.hpp>
 
 namespace zkasio {
+
+// The completion token of every zkasio operation called without one: the
+// default of Asio's type-erased executor where it names one (Asio 1.24 and
+// later: deferred), else asio::use_awaitable (Asio 1.22 names none). Either
+// way `co_await m.async_acquire();` works in an asio::awaitable coroutine.
+using default_token = std::conditional_t<std::is_void_v<asio::default_completion_token_t<asio::any_io_executor>>,
+                                         asio::use_awaitable_t<>,
+                                         asio::default_completion_token_t<asio::any_io_executor>>;
 
 class session;
 
@@ -58,8 +67,6 @@ struct session_access {
 class session {
  public:
   using executor_type = asio::any_io_executor;
-  template <class Signature>
-  using default_token = asio::default_completion_token_t<executor_type>;
 
   // Starts connecting at once; async_connect waits for it.
   session(const executor_type& executor, session_options options);
@@ -109,26 +116,26 @@ class session {
   // Completes once connected; at once if connected already. Fails with
   // session_expired / auth_failed / session_closed when the session cannot
   // connect any more. void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_connect(Token&& token = {}) {
     return initiate<>(detail::read_cancellation, [](core& c, auto done) { c.connect(std::move(done)); }, std::forward<Token>(token));
   }
 
   // Completes with the new state as soon as the state differs from `known`.
   // void(error_code, session_state)
-  template <class Token = default_token<void(std::error_code, session_state)>>
+  template <class Token = default_token>
   auto async_wait_state_change(session_state known, Token&& token = {}) {
     return initiate<session_state>(detail::read_cancellation, [known](core& c, auto done) { c.wait_state_change(known, std::move(done)); },
                                    std::forward<Token>(token));
   }
 
   // void(error_code, created)
-  template <class Token = default_token<void(std::error_code, created)>>
+  template <class Token = default_token>
     requires detail::token_not<Token, create_options>
   auto async_create(std::string_view path, std::string_view data, Token&& token = {}) {
     return async_create(path, data, create_options{}, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code, created)>>
+  template <class Token = default_token>
   auto async_create(std::string_view path, std::string_view data, create_options options,
                     Token&& token = {}) {
     return initiate<created>(detail::write_cancellation,
@@ -140,12 +147,12 @@ class session {
   }
 
   // void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
   auto async_remove(std::string_view path, Token&& token = {}) {
     return async_remove(path, any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_remove(std::string_view path, std::int32_t version, Token&& token = {}) {
     return initiate<>(detail::write_cancellation, [path = std::string(path), version](core& c, auto done) mutable {
                         c.remove(std::move(path), version, std::move(done));
@@ -154,7 +161,7 @@ class session {
   }
 
   // The node's stat, or nullopt when it does not exist. void(error_code, optional<stat>)
-  template <class Token = default_token<void(std::error_code, std::optional<node_stat>)>>
+  template <class Token = default_token>
   auto async_exists(std::string_view path, Token&& token = {}) {
     return initiate<std::optional<node_stat>>(detail::read_cancellation,
                                          [path = std::string(path)](core& c, auto done) mutable {
@@ -164,7 +171,7 @@ class session {
   }
 
   // void(error_code, node_data)
-  template <class Token = default_token<void(std::error_code, node_data)>>
+  template <class Token = default_token>
   auto async_get_data(std::string_view path, Token&& token = {}) {
     return initiate<node_data>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
                                  c.get_data(std::move(path), std::move(done));
@@ -173,12 +180,12 @@ class session {
   }
 
   // The node's new stat. void(error_code, stat)
-  template <class Token = default_token<void(std::error_code, node_stat)>>
+  template <class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
   auto async_set_data(std::string_view path, std::string_view data, Token&& token = {}) {
     return async_set_data(path, data, any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code, node_stat)>>
+  template <class Token = default_token>
   auto async_set_data(std::string_view path, std::string_view data, std::int32_t version,
                       Token&& token = {}) {
     return initiate<node_stat>(detail::write_cancellation,
@@ -189,7 +196,7 @@ class session {
   }
 
   // void(error_code, children)
-  template <class Token = default_token<void(std::error_code, children)>>
+  template <class Token = default_token>
   auto async_get_children(std::string_view path, Token&& token = {}) {
     return initiate<children>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
                                 c.get_children(std::move(path), std::move(done));
@@ -200,7 +207,7 @@ class session {
   // ZooKeeper's sync: the server this session is connected to catches up
   // with the leader, so that the reads sent after it see every write the
   // leader had committed when it was handled. void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_sync(std::string_view path, Token&& token = {}) {
     return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
                         c.sync(std::move(path), std::move(done));
@@ -210,7 +217,7 @@ class session {
 
   // Applies all operations or none. The error is the first failing
   // operation's; the results say which. void(error_code, vector<op_result>)
-  template <class Token = default_token<void(std::error_code, std::vector<op_result>)>>
+  template <class Token = default_token>
   auto async_multi(std::vector<multi_op> ops, Token&& token = {}) {
     return initiate<std::vector<op_result>>(detail::write_cancellation,
                                             [ops = std::move(ops)](core& c, auto done) mutable {
@@ -221,7 +228,7 @@ class session {
 
   // Completes when the node is deleted; at once if it does not exist.
   // void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_wait_deleted(std::string_view path, Token&& token = {}) {
     return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
                         c.wait_deleted(std::move(path), std::move(done));
@@ -233,12 +240,12 @@ class session {
   // when its version already differs from `known_version` (any_version: wait
   // for the next change). Fails with no_node when it does not exist and no
   // version was known. void(error_code, event_type)
-  template <class Token = default_token<void(std::error_code, event_type)>>
+  template <class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
   auto async_wait_data_changed(std::string_view path, Token&& token = {}) {
     return async_wait_data_changed(path, any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code, event_type)>>
+  template <class Token = default_token>
   auto async_wait_data_changed(std::string_view path, std::int32_t known_version,
                                Token&& token = {}) {
     return initiate<event_type>(detail::read_cancellation,
@@ -250,12 +257,12 @@ class session {
 
   // The same for the node's children (children_changed or deleted), against
   // the node's cversion.
-  template <class Token = default_token<void(std::error_code, event_type)>>
+  template <class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
   auto async_wait_children_changed(std::string_view path, Token&& token = {}) {
     return async_wait_children_changed(path, any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token<void(std::error_code, event_type)>>
+  template <class Token = default_token>
   auto async_wait_children_changed(std::string_view path, std::int32_t known_cversion,
                                    Token&& token = {}) {
     return initiate<event_type>(detail::read_cancellation,
@@ -267,7 +274,7 @@ class session {
 
   // Adds authentication ("digest", "user:password") to the session; kept
   // across reconnections. void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_add_auth(std::string_view scheme, std::string_view credentials, Token&& token = {}) {
     return initiate<>(detail::write_cancellation,
                       [scheme = std::string(scheme), credentials = std::string(credentials)](
@@ -281,7 +288,7 @@ class session {
   // when the server expires it. Pending and later operations complete with
   // session_closed. Cancelling only stops waiting: the close goes on.
   // void(error_code)
-  template <class Token = default_token<void(std::error_code)>>
+  template <class Token = default_token>
   auto async_close(Token&& token = {}) {
     return initiate<>(detail::write_cancellation, [](core& c, auto done) { c.close(std::move(done)); }, std::forward<Token>(token));
   }

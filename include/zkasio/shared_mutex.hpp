@@ -35,47 +35,47 @@ class shared_mutex : public detail::lock_object {
       : lock_object(s, path, std::move(options), detail::queue_family::read_write) {}
 
   // The write lock (exclusive). void(error_code, lock)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = write}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock(const owner& who, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = write, .who = who}, std::forward<Token>(token));
   }
   // lock_busy unless granted at once, leaving no node behind.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_try_lock(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = write, .try_once = true}, std::forward<Token>(token));
   }
   // lock_timeout at `deadline` (connecting included), and the node is deleted.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = write, .deadline = deadline}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return async_lock_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
   }
 
   // The read lock (shared). void(error_code, lock)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_shared(const owner& who, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .who = who}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_try_lock_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .try_once = true}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_shared_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .deadline = deadline}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_lock_shared_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return async_lock_shared_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
   }

@@ -51,6 +51,33 @@ struct acquire_outcome {
   }
 };
 
+// Beside the proxied server: a holder's session straight to the server and a
+// waiter's session through the proxy, whose reads fail at once when cut off
+// (read_retry_timeout 0), so that a test can fail any read of the waiter.
+struct holder_and_proxied_waiter : proxied_server {
+  static session_options reads_fail_at_once(session_options options) {
+    options.read_retry_timeout = std::chrono::milliseconds(0);
+    return options;
+  }
+  session holder{io, test_options(servers.hosts(), std::chrono::seconds(10))};
+  session s{io, reads_fail_at_once(test_options(proxy.address(), std::chrono::seconds(10)))};
+
+  // Once the waiter's session is connected: its generation.
+  asio::awaitable<std::uint64_t> waiter_connected() {
+    co_await s.async_exists("/");
+    co_return s.generation();
+  }
+
+  // The waiter `w` after its cut: granted without error, its session the
+  // same (of `generation`): it rode through.
+  asio::awaitable<void> rode_through(acquire_outcome& w, std::uint64_t generation) {
+    REQUIRE(co_await w.done.wait(std::chrono::seconds(10)));
+    CHECK_FALSE(*w.ec);
+    CHECK(w.held.held());
+    CHECK(s.generation() == generation);
+  }
+};
+
 // When a lock's lost signal fired: `fired` happens then, `at` says when.
 struct lost_signal_log {
   explicit lost_signal_log(asio::io_context& io) : fired(io.get_executor()) {}

@@ -148,7 +148,7 @@ class lock_object {
 
   // The queue, in order: who holds (first) and who waits (contender::shared
   // tells a shared_mutex's readers). void(error_code, vector<contender>)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_contenders(Token&& token = {}) {
     return detail::async_contenders(state_, std::forward<Token>(token));
   }
@@ -156,7 +156,7 @@ class lock_object {
   // Asks the holder of `node` (a contender's node name) to release, with
   // Curator's protocol ("__REVOKE__" written into the node): its lost signal
   // fires. not_held when there is no such contender. void(error_code)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_revoke(std::string_view node, Token&& token = {}) {
     return detail::async_revoke(state_, node, std::forward<Token>(token));
   }
@@ -176,28 +176,28 @@ template <class Derived>
 class exclusive_acquire {
  public:
   // Waits for the lock. void(error_code, lock)
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire(Token&& token = {}) {
     return detail::async_acquire(engine(), {}, std::forward<Token>(token));
   }
   // Reentrant by owner (see lock.hpp's owner).
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire(const owner& who, Token&& token = {}) {
     return detail::async_acquire(engine(), {.who = who}, std::forward<Token>(token));
   }
   // Takes the lock only if it is free at once (mutex: nobody holds it or
   // waits before us): fails with lock_busy otherwise, leaving no node behind.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_try_acquire(Token&& token = {}) {
     return detail::async_acquire(engine(), {.try_once = true}, std::forward<Token>(token));
   }
   // Waits until `deadline` at most (connecting included): then lock_timeout,
   // and the node is deleted.
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return detail::async_acquire(engine(), {.deadline = deadline}, std::forward<Token>(token));
   }
-  template <class Token = asio::default_completion_token_t<asio::any_io_executor>>
+  template <class Token = default_token>
   auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return async_acquire_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
   }
