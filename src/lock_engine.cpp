@@ -280,6 +280,15 @@ struct attempt {
   std::shared_ptr<local_turns::turn> turn{};  // a race contender's (see local_turns.hpp)
 };
 
+attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
+  return {.kind = request.kind,
+          .uuid = make_uuid(),
+          .data = request.data.value_or(m.options.data),
+          .confirm_owner = request.confirm_owner,
+          .node = {},
+          .stat = {}};
+}
+
 // The node of its own owner that does not block an attempt.
 std::string_view exempt(const attempt& a) {
   return a.downgrade_of ? std::string_view(*a.downgrade_of) : std::string_view();
@@ -809,6 +818,17 @@ awaitable<std::tuple<std::error_code, lock>> settle(awaitable<std::tuple<std::er
   co_return result;
 }
 
+// With lock_options::requeue_on_expiry, an acquire whose session expired
+// while it waited (its node went with the session; it held nothing) queues
+// again, as a new attempt, in the session that follows, within the same
+// deadline. Not a try, and not without a session to follow
+// (reconnect_on_expiry off, or closed).
+bool queue_again(std::error_code ec, const engine_state& m, bool try_once) {
+  auto state = m.s.state();
+  return ec == error::session_expired && m.options.requeue_on_expiry && !try_once &&
+         state != session_state::expired && state != session_state::closed;
+}
+
 std::atomic<std::uint64_t> next_owner_id{1};
 
 // Tells known_nodes when this mutex's session ends (see known_nodes.hpp),
@@ -960,12 +980,7 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> state,
                                                          acquire_request request) {
   if (co_await cancelled_already()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
-  attempt a{.kind = request.kind,
-            .uuid = make_uuid(),
-            .data = request.data.value_or(state->options.data),
-            .confirm_owner = request.confirm_owner,
-            .node = {},
-            .stat = {}};
+  auto a = fresh_attempt(*state, request);
   if (request.who) {
     // (Queueing behind its own node would wait for ever.)
     auto again = reentry_of(*state, *request.who, request.kind);
@@ -977,11 +992,15 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       case reentry::downgrade: a.downgrade_of = again.h->name; break;
     }
   }
-  co_return co_await settle(queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
-    std::vector<attempt> attempts;
-    attempts.push_back(std::move(a));
-    return discard(state, std::move(attempts));
-  });
+  for (;;) {
+    auto result = co_await settle(queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
+      std::vector<attempt> attempts;
+      attempts.push_back(std::move(a));
+      return discard(state, std::move(attempts));
+    });
+    if (a.downgrade_of || !queue_again(std::get<0>(result), *state, request.try_once)) co_return result;
+    a = fresh_attempt(*state, request);
+  }
 }
 
 namespace {
@@ -1037,11 +1056,10 @@ awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state>
   co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));
 }
 
-}  // namespace
-
-asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
-                                                                             std::shared_ptr<engine_state> locks,
-                                                                             lease_request request) {
+// One attempt of acquire_leases.
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(std::shared_ptr<engine_state> leases,
+                                                                            std::shared_ptr<engine_state> locks,
+                                                                            lease_request request) {
   using result_type = std::tuple<std::error_code, std::vector<lock>>;
   auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
   if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
@@ -1088,6 +1106,17 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
   std::vector<lock> held;
   for (auto& a : mine) held.push_back(granted(leases, a, std::nullopt));
   co_return result_type(std::error_code{}, std::move(held));
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
+                                                                             std::shared_ptr<engine_state> locks,
+                                                                             lease_request request) {
+  for (;;) {
+    auto result = co_await lease_attempt(leases, locks, request);
+    if (!queue_again(std::get<0>(result), *leases, request.try_once)) co_return result;
+  }
 }
 
 asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr<engine_state> leases,
@@ -1226,15 +1255,19 @@ asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_s
     if (auto held = reentry_of(*state, *request.who, node_kind::lock); held.what != reentry::none)
       co_return std::make_tuple(held.what == reentry::again ? std::error_code{} : make_error_code(error::lock_lost),
                                 held.what == reentry::again ? grant_of(held.h) : lock{});
-  attempt a{.data = request.data.value_or(state->options.data), .node = {}, .stat = {}};
-  a.node.name = "";  // the path itself (engine_state::full)
-  co_return co_await settle(race_for(state, request.who, request.try_once, a), request.deadline, [&] {
-    // (Without its turn the attempt was granted: the deadline's `||` dropped
-    // the lock, whose release deletes the node.)
-    std::vector<background<std::error_code>> removing;
-    if (a.submitted && a.turn) removing.emplace_back(state->strand, remove_race_node(state, std::move(a)));
-    return removing;
-  });
+  request.kind = node_kind::lock;  // (an election's too: one node of no queue's kind)
+  auto a = fresh_attempt(*state, request);  // its node: the path itself (name "", engine_state::full)
+  for (;;) {
+    auto result = co_await settle(race_for(state, request.who, request.try_once, a), request.deadline, [&] {
+      // (Without its turn the attempt was granted: the deadline's `||` dropped
+      // the lock, whose release deletes the node.)
+      std::vector<background<std::error_code>> removing;
+      if (a.submitted && a.turn) removing.emplace_back(state->strand, remove_race_node(state, std::move(a)));
+      return removing;
+    });
+    if (!queue_again(std::get<0>(result), *state, request.try_once)) co_return result;
+    a = fresh_attempt(*state, request);
+  }
 }
 
 // ----------------------------------------------------------------- leader

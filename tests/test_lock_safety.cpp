@@ -578,6 +578,32 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a waiter rides through a lost conn
   }(), 30s);
 }
 
+TEST_CASE_FIXTURE(proxied_server, "requeue_on_expiry: a waiter whose session expired queues again in the next session and is granted in turn") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  session s(io, test_options(proxy.address(), 1s));
+  mutex m_holder(holder, "/requeue"), m(s, "/requeue", {.requeue_on_expiry = true});
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    co_await s.async_connect();
+    auto generation = s.generation();
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    REQUIRE(co_await settles_at(holder, "/requeue", 2));
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await settles_at(holder, "/requeue", 1));  // expired: its node went
+    proxy.refuse_connections(false);
+    REQUIRE(co_await settles_at(holder, "/requeue", 2));  // behind the holder again
+    CHECK_FALSE(w.done.happened());
+    co_await held.async_release();
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK_FALSE(*w.ec);
+    CHECK(s.generation() > generation);
+    co_await w.held.async_release();
+    CHECK(co_await settles_at(holder, "/requeue", 0));
+  }(), 30s);
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 1s));

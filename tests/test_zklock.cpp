@@ -19,8 +19,10 @@
 #include <zkasio/shared_mutex.hpp>
 
 #include "support/async.hpp"
+#include "support/lock_test.hpp"
 #include "support/process.hpp"
 #include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
 using namespace zkasio;
@@ -259,6 +261,40 @@ TEST_CASE("a lock lost while the command runs: the command is gone before the se
   CHECK(wait_child(z.pid, 20s) == 123);
   CHECK(await_exit(z.command.pid(), 1s));  // gone, while the server is still paused
   servers.resume();
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a waiting zklock whose session expires queues again in the next one and runs its command once granted") {
+  session holder(io, test_options(servers.hosts(), 10s));
+  mutex m(holder, "/requeue");
+  semaphore one_lease(holder, "/requeue-lease", 1);
+  std::vector<std::string> args{ZKASIO_ZKLOCK, "--hosts", proxy.address(), "--session-timeout", "2000"};
+  std::string line = "/requeue";  // where its node waits
+  auto family = queue_family::mutex;
+  SUBCASE("the mutex") { args.push_back("/requeue"); }
+  SUBCASE("the semaphore, waiting for room") {
+    args.insert(args.end(), {"--semaphore", "1", "/requeue-lease"});
+    line = "/requeue-lease/leases";
+    family = queue_family::semaphore;
+  }
+  args.insert(args.end(), {"--", "echo", "ran"});
+  run(io, [&]() -> asio::awaitable<void> {
+    lock held;
+    if (family == queue_family::mutex) held = co_await m.async_acquire();
+    else held = co_await one_lease.async_acquire();
+    int out = -1;
+    process_guard z(spawn(args, &out));
+    REQUIRE(co_await settles_at(holder, line, 2, 10s, family));  // in line
+    // Cut off until the server expires its session: its node goes with it.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await settles_at(holder, line, 1, 10s, family));
+    proxy.refuse_connections(false);
+    REQUIRE(co_await settles_at(holder, line, 2, 10s, family));  // in line again, in a new session
+    co_await held.async_release();
+    CHECK(read_line(out, 20s) == "ran");
+    CHECK(wait_child(z.pid(), 20s) == 0);
+    close(out);
+  }(), 60s);
 }
 
 TEST_CASE("the margins follow the negotiated session timeout, not the requested one") {

@@ -342,7 +342,10 @@ class runner {
     say("connected, session timeout " + std::to_string(timeout_.count()) + " ms");
     // The command must be gone before the server can expire the session: the
     // lost signal fires a third of the timeout early, SIGKILL follows halfway.
-    const zkasio::lock_options lock_options{.policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner};
+    // A waiter whose session expires queues again in the next session: it
+    // held nothing, so nothing is lost but its place in line.
+    const zkasio::lock_options lock_options{
+        .policy = o_.policy, .safety_margin = timeout_ / 3, .data = o_.owner, .requeue_on_expiry = true};
     zkasio::mutex m(s, o_.path, lock_options);
     zkasio::shared_mutex rw(s, o_.path, lock_options);
     zkasio::semaphore leases(s, o_.path, std::max<std::size_t>(o_.leases, 1), lock_options);

@@ -66,6 +66,12 @@ struct lock_options {
   std::chrono::milliseconds safety_margin{200};
   // Written into the lock node, shown by contenders (e.g. "host:pid").
   std::string data = {};
+  // An acquire whose session expires while it waits fails with
+  // session_expired (false), or queues again in the session that follows
+  // (session_options::reconnect_on_expiry), as the last in line, within its
+  // own deadline (true). A waiter loses nothing with its session but its
+  // place in the queue. Not for the semaphore.
+  bool requeue_on_expiry = false;
 };
 
 using mutex_options = lock_options;
