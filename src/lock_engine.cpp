@@ -1056,10 +1056,11 @@ awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state>
   co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));
 }
 
-// One attempt of acquire_leases.
+// One attempt of acquire_leases; `mutex_lost` tells whether the semaphore's
+// mutex may have been lost while it waited for room.
 asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(std::shared_ptr<engine_state> leases,
                                                                             std::shared_ptr<engine_state> locks,
-                                                                            lease_request request) {
+                                                                            lease_request request, bool& mutex_lost) {
   using result_type = std::tuple<std::error_code, std::vector<lock>>;
   auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
   if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
@@ -1089,6 +1090,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(st
       std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
     else
       std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
+    mutex_lost = watch->lost;
   } catch (const std::system_error& e) {
     ec = e.code();
   }
@@ -1114,8 +1116,14 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
                                                                              std::shared_ptr<engine_state> locks,
                                                                              lease_request request) {
   for (;;) {
-    auto result = co_await lease_attempt(leases, locks, request);
-    if (!queue_again(std::get<0>(result), *leases, request.try_once)) co_return result;
+    bool mutex_lost = false;
+    auto result = co_await lease_attempt(leases, locks, request, mutex_lost);
+    auto ec = std::get<0>(result);
+    // The semaphore's mutex may be lost while the acquirer waits for room
+    // (its session in trouble, maybe expiring): it held no lease, so with
+    // requeue_on_expiry it queues again as well.
+    bool mutex_gone = mutex_lost && ec == error::lock_lost && leases->options.requeue_on_expiry && !request.try_once;
+    if (!mutex_gone && !queue_again(ec, *leases, request.try_once)) co_return result;
   }
 }
 

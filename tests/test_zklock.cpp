@@ -157,6 +157,8 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
   auto hosts = shared_hosts();
   CHECK(zklock({"--hosts", hosts, path, "--", "sh", "-c", "exit 3"}) == 3);
   CHECK(zklock({"--hosts", hosts, path, "--", "true"}) == 0);
+  // The command has the fencing token in its environment.
+  CHECK(zklock({"--hosts", hosts, path, "--", "sh", "-c", "test \"$ZKLOCK_FENCING_TOKEN\" -gt 0"}) == 0);
   CHECK(zklock({"--hosts", hosts, path, "--", "sh", "-c", "kill -9 $$"}) == 128 + 9);
   CHECK(zklock({"--hosts", hosts, path, "--", "/nonexistent/command"}) == 127);
   auto not_executable = std::filesystem::temp_directory_path() / ("zkasio-noexec-" + std::to_string(getpid()));

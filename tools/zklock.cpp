@@ -392,6 +392,8 @@ class runner {
       co_return failure_status;
     }
     say("granted " + held.node() + " (fencing token " + std::to_string(held.fencing_token()) + ")");
+    // For the command to pass to what it writes (see the README's fencing).
+    setenv("ZKLOCK_FENCING_TOKEN", std::to_string(held.fencing_token()).c_str(), 1);
 
     int status = co_await run_command(io, s, held, signals);
     co_await release(io, held);
