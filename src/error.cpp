@@ -18,8 +18,10 @@ const char* describe(error e) noexcept {
     case error::reconfig_in_progress: return "another reconfiguration is in progress";
     case error::ssl_connection_error: return "SSL connection error";
     case error::api_error: return "ZooKeeper API error";
-    case error::no_node: return "node does not exist";
-    case error::no_auth: return "not authorized";
+    case error::no_node: return "node does not exist (for a create: its parent does not exist)";
+    case error::no_auth:
+      return "not authorized by the node's ACL (a wrong digest password is no error in ZooKeeper: it is "
+             "another identity, which the ACL does not admit)";
     case error::bad_version: return "version conflict";
     case error::no_children_for_ephemerals: return "ephemeral nodes may not have children";
     case error::node_exists: return "node already exists";

@@ -27,7 +27,9 @@ TEST_CASE("every ZooKeeper error code has a zkasio error with the same value and
     messages.insert(ec.message());
   }
   CHECK(messages.size() == std::size(codes));  // no two codes share a message
-  CHECK(std::error_code(error::no_node).message() == "node does not exist");
+  CHECK(std::error_code(error::no_node).message() == "node does not exist (for a create: its parent does not exist)");
+  // What a wrong digest password looks like in ZooKeeper: not a failed login, another identity.
+  CHECK(std::error_code(error::no_auth).message().find("wrong digest password") != std::string::npos);
   CHECK(std::error_code(static_cast<error>(-999)).message() == "unknown zkasio error -999");
 }
 

@@ -286,7 +286,7 @@ using body_awaitable_t = decltype(call_body(std::declval<Body&>(), std::declval<
 // cannot miss it; a loss after the binding aborts the body's next wait.
 template <class Result, class Body>
 asio::awaitable<Result> run_under(lock& held, Body& body) {
-  if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock");
+  if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock " + held.node());
   auto stop = std::make_shared<asio::cancellation_signal>();
   held.lost_slot().assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
   // The caller's cancellation arrives on the caller's thread (Asio 1.22's
@@ -330,9 +330,9 @@ auto with_hold(asio::awaitable<lock> acquire, Body body) -> detail::body_awaitab
   }
   std::error_code released;
   co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
-  if (released == error::lock_lost) throw std::system_error(released, "with_lock");
+  if (released == error::lock_lost) throw std::system_error(released, "with_lock " + held.node());
   if (failure) std::rethrow_exception(failure);
-  if (released) throw std::system_error(released, "with_lock");
+  if (released) throw std::system_error(released, "with_lock " + held.node());
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
 }
 

@@ -7,6 +7,8 @@
 
 #include "support/tcp_proxy.hpp"
 
+#include "support/zk_frames.hpp"
+
 #include <asio.hpp>
 
 #include <array>
@@ -28,17 +30,6 @@ namespace zkasio::test {
 namespace {
 
 using asio::ip::tcp;
-using frame = std::vector<unsigned char>;
-
-// Larger than any frame ZooKeeper sends (jute.maxbuffer defaults to ~1 MiB);
-// anything bigger (or negative) means the stream is not ZooKeeper's.
-constexpr std::int64_t max_frame_body = 64 * 1024 * 1024;
-
-std::int32_t read_be32(const unsigned char* p) {
-  const std::uint32_t v = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) |
-                          (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
-  return static_cast<std::int32_t>(v);
-}
 
 tcp::endpoint parse_upstream(const std::string& upstream) {
   const auto colon = upstream.rfind(':');
@@ -135,18 +126,8 @@ struct tcp_proxy::impl {
     // Takes every whole frame out of `from.pending` and acts on it. False when
     // the connection was closed meanwhile (or the stream is not ZooKeeper's).
     bool split_frames(side& from) {
-      std::size_t offset = 0;
-      while (from.pending.size() - offset >= 4) {
-        const std::int64_t body = read_be32(from.pending.data() + offset);
-        if (body < 0 || body > max_frame_body) {
-          close_now();
-          return false;
-        }
-        const auto total = static_cast<std::size_t>(body) + 4;
-        if (from.pending.size() - offset < total) break;
-        const auto begin = from.pending.begin() + static_cast<std::ptrdiff_t>(offset);
-        frame f(begin, begin + static_cast<std::ptrdiff_t>(total));
-        offset += total;
+      auto split = zkasio::test::split_frames(from.pending.data(), from.pending.size());
+      for (auto& f : split.frames) {
         if (&from == &client) {
           on_request(std::move(f));
         } else {
@@ -154,8 +135,12 @@ struct tcp_proxy::impl {
         }
         if (closed || closing) return false;
       }
+      if (split.not_zookeeper) {
+        close_now();
+        return false;
+      }
       from.pending.erase(from.pending.begin(),
-                         from.pending.begin() + static_cast<std::ptrdiff_t>(offset));
+                         from.pending.begin() + static_cast<std::ptrdiff_t>(split.consumed));
       return true;
     }
 
@@ -167,10 +152,10 @@ struct tcp_proxy::impl {
         owner.record_handshake();
         return;
       }
-      const std::int32_t xid = f.size() >= 8 ? read_be32(f.data() + 4) : -1;
-      if (f.size() >= 12 && owner.armed && xid >= 0) {
-        const std::int32_t type = read_be32(f.data() + 8);
-        if (!owner.armed_op || *owner.armed_op == type) {
+      const std::int32_t xid = frame_xid(f).value_or(-1);
+      const auto type = request_type(f);
+      if (type && owner.armed && xid >= 0) {
+        if (!owner.armed_op || *owner.armed_op == *type) {
           owner.armed = false;
           if (owner.armed_cut == cut::lose_request) {
             close_now();
@@ -189,7 +174,7 @@ struct tcp_proxy::impl {
     // A whole server-to-client frame, as it comes from the server.
     void on_reply(frame f) {
       if (owner.holding) {
-        if (f.size() >= 8 && read_be32(f.data() + 4) == -1) owner.record_held_event();
+        if (frame_xid(f) == -1) owner.record_held_event();
         ++owner.held_frames;
         held.push_back(std::move(f));
       } else {
@@ -201,7 +186,7 @@ struct tcp_proxy::impl {
     void deliver(frame f) {
       if (!handshake_delivered) {
         handshake_delivered = true;  // ConnectResponse: forwarded as is
-      } else if (cut_xid && f.size() >= 8 && read_be32(f.data() + 4) == *cut_xid) {
+      } else if (cut_xid && frame_xid(f) == *cut_xid) {
         // The reply to the armed request: delivered or not, then the end.
         cut_xid.reset();
         held.clear();
