@@ -15,6 +15,7 @@
 void fuzz_lock_names(const std::uint8_t* data, std::size_t size);
 void fuzz_paths(const std::uint8_t* data, std::size_t size);
 void fuzz_frames(const std::uint8_t* data, std::size_t size);
+void fuzz_node_data(const std::uint8_t* data, std::size_t size);
 
 namespace {
 
@@ -38,4 +39,5 @@ TEST_CASE("the fuzz corpus: every seed passes its target's checks") {
   CHECK(replay("lock_names", fuzz_lock_names) >= 2);
   CHECK(replay("paths", fuzz_paths) >= 3);
   CHECK(replay("frames", fuzz_frames) >= 2);
+  CHECK(replay("node_data", fuzz_node_data) >= 2);
 }
