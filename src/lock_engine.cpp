@@ -13,6 +13,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
+#include <list>
 #include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/local_turns.hpp>
 #include <zkasio/detail/lock_queue.hpp>
@@ -106,6 +107,8 @@ struct hold {
 struct grant {
   std::shared_ptr<hold> held;
   asio::cancellation_signal lost_signal;
+  // lost_slot()'s after the loss: each emitted once its caller has bound it.
+  std::list<asio::cancellation_signal> late_signals;
   std::vector<completion_ptr<>> lost_waiters;  // async_wait_lost's; on the strand
   bool given_back = false;  // on the strand
   ~grant();
@@ -901,7 +904,12 @@ std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid :
 bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }
 asio::cancellation_slot lock::lost_slot() {
   if (!grant_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
-  return grant_->lost_signal.slot();
+  if (!lost()) return grant_->lost_signal.slot();
+  // Lost already: a signal of its own, emitted after the caller (on the
+  // strand) has bound it, so that a binding after the loss is not missed.
+  auto& late = grant_->late_signals.emplace_back();
+  asio::post(engine_->strand, [grant = grant_, &late] { late.emit(asio::cancellation_type::terminal); });
+  return late.slot();
 }
 asio::any_io_executor lock::get_executor() const {
   if (!engine_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");

@@ -226,9 +226,11 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   }
 
   // The low-level form: emitted (terminal) the moment the lock may be lost,
-  // on the lock object's strand (get_executor()), once. A handler assigned
-  // after the emission is never called: assign on the strand and check
-  // lost() after assigning, as with_lock does; async_wait_lost needs neither.
+  // on the lock object's strand (get_executor()). Called after the loss, it
+  // gives a slot of its own that is emitted just after (posted to the
+  // strand): bind it at once, on the strand, and the bound operation is
+  // cancelled as if the loss came after. A slot kept from before the loss
+  // and bound after it is never emitted: take the slot where you bind it.
   asio::cancellation_slot lost_slot();
   asio::any_io_executor get_executor() const;  // a strand
 
