@@ -17,6 +17,7 @@
 #include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/local_turns.hpp>
 #include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/detail/strand_latch.hpp>
 
 namespace zkasio {
 namespace detail {
@@ -75,9 +76,8 @@ struct engine_state {
 // A listing of the lock's children shared by the contenders that asked for
 // one before it was sent.
 struct listing_round {
-  explicit listing_round(const lock_strand& strand) : ready(strand, asio::steady_timer::time_point::max()) {}
-  asio::steady_timer ready;  // cancelled when the reply is in
-  bool done = false;
+  explicit listing_round(const lock_strand& strand) : ready(strand) {}
+  strand_latch ready;  // set when the reply is in
   std::error_code ec;
   std::shared_ptr<const queue_view> view;
 };
@@ -166,21 +166,21 @@ class background {
         strand,
         [](awaitable<T> work, std::shared_ptr<outcome> o) -> awaitable<void> {
           o->result = co_await std::move(work);
-          o->finished.cancel();
+          o->finished.set();
         }(std::move(work), shared_),
         asio::detached);
   }
   // Its result; nullopt when this wait was cancelled first.
   awaitable<std::optional<T>> wait() {
     auto o = shared_;
-    if (!o->result) co_await o->finished.async_wait(as_tuple(use_awaitable));
+    co_await o->finished.async_wait(as_tuple(use_awaitable));
     co_return o->result;
   }
 
  private:
   struct outcome {
-    explicit outcome(const lock_strand& strand) : finished(strand, asio::steady_timer::time_point::max()) {}
-    asio::steady_timer finished;
+    explicit outcome(const lock_strand& strand) : finished(strand) {}
+    strand_latch finished;
     std::optional<T> result;
   };
   std::shared_ptr<outcome> shared_;
@@ -202,13 +202,12 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
           m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
             round->ec = ec;
             if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
-            round->done = true;
-            round->ready.cancel();
+            round->ready.set();
           }));
     });
   }
-  if (!round->done) co_await round->ready.async_wait(as_tuple(use_awaitable));
-  if (!round->done)
+  co_await round->ready.async_wait(as_tuple(use_awaitable));
+  if (!round->ready.is_set())
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
   co_return std::make_tuple(round->ec, round->view);
 }
@@ -1016,21 +1015,17 @@ namespace {
 // Until the leases' children are at most `max` (every child takes a slot, as
 // Curator counts them) with all of `mine` among them. lock_busy at once if not
 // so on the first look with `try_once`.
-// The semaphore's mutex as its holder sees it: `lost` set and `woken`
-// cancelled the moment the mutex may be lost. Then two
-// acquirers may wait for room at once and each count the other's nodes: the
-// wait ends (lock_lost) rather than wait for ever.
-struct guard_watch {
-  explicit guard_watch(const lock_strand& strand) : woken(strand, asio::steady_timer::time_point::max()) {}
-  asio::steady_timer woken;
-  bool lost = false;
-};
+// The semaphore's mutex as its holder sees it: set the moment the mutex may
+// be lost. Then two acquirers may wait for room at once and each count the
+// other's nodes: the wait ends (lock_lost) rather than wait for ever. (A
+// latch: the loss may come while the wait is listing, not waiting.)
+using guard_watch = strand_latch;
 
 awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
                                          std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
   auto& s = m->s;
   for (;;) {
-    if (guard->lost) co_return make_error_code(error::lock_lost);
+    if (guard->is_set()) co_return make_error_code(error::lock_lost);
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
     if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return ec;
@@ -1043,9 +1038,9 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
     }
     if (try_once) co_return make_error_code(error::lock_busy);
     auto woken = co_await (s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable)) ||
-                           guard->woken.async_wait(as_tuple(use_awaitable)));
+                           guard->async_wait(as_tuple(use_awaitable)));
     if (woken.index() == 1) {
-      if (guard->lost) co_return make_error_code(error::lock_lost);
+      if (guard->is_set()) co_return make_error_code(error::lock_lost);
       co_return std::error_code(asio::error::operation_aborted);
     }
     if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) co_return watch_ec;
@@ -1089,16 +1084,12 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(st
     if (ec) co_return failed(ec);
     auto watch = std::make_shared<guard_watch>(leases->strand);
     // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
-    guard.lost_slot().assign([watch](asio::cancellation_type) {
-      watch->lost = true;
-      watch->woken.cancel();
-    });
-    watch->lost = guard.lost();  // (lost before the binding: not emitted again)
+    guard.lost_slot().assign([watch](asio::cancellation_type) { watch->set(); });
     if (request.deadline)
       std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
     else
       std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
-    mutex_lost = watch->lost;
+    mutex_lost = watch->is_set();
   } catch (const std::system_error& e) {
     ec = e.code();
   }

@@ -202,6 +202,33 @@ TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: t
   }());
 }
 
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "the semaphore's mutex lost while its holder lists the leases again: that acquire fails") {
+  semaphore s_holder(holder, "/sem", 1), s_waiter(s, "/sem", 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await s_holder.async_acquire(use_awaitable);
+    acquire_outcome waiting(io);
+    s_waiter.async_acquire(waiting.handler());
+    REQUIRE(co_await settles_at(holder, "/sem/locks", 1));
+    auto guard = "/sem/locks/" + (co_await lock_nodes(holder, "/sem/locks")).front();
+    // It waits for room: three watches, the holder's on its lease, the
+    // waiter's on its mutex node and on the leases' children.
+    REQUIRE(co_await eventually([&] { return watch_count(servers.host(1)) == 3; }));
+    // Two events reach it together: the leases changed (it lists them again),
+    // then its mutex node is deleted, so the loss comes while it lists.
+    proxy.hold_replies();
+    co_await holder.async_create("/sem/leases/an-operators-node", "", use_awaitable);
+    co_await holder.async_remove(guard, use_awaitable);
+    REQUIRE(co_await eventually([&] { return proxy.wait_held_events(2, 0ms); }));
+    proxy.pass();
+    REQUIRE(co_await waiting.done.wait(10s));
+    CHECK(*waiting.ec == error::lock_lost);
+    co_await holder.async_remove("/sem/leases/an-operators-node", use_awaitable);
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await nothing_left(holder, "/sem"));
+  }(), 30s);
+}
+
 TEST_CASE("a cancellation that comes before the operation has run: operation_aborted, nothing created") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));

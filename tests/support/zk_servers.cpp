@@ -131,6 +131,13 @@ std::string four_letter_word(std::string_view host, std::string_view word,
   return answer;
 }
 
+int watch_count(std::string_view host) {
+  std::istringstream lines(four_letter_word(host, "mntr"));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("zk_watch_count\t", 0) == 0) return std::stoi(line.substr(line.find('\t') + 1));
+  return -1;
+}
+
 zk_servers::zk_servers(server_options options) {
   char pattern[] = "/tmp/zkasio-test-XXXXXX";
   if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");

@@ -56,6 +56,11 @@ const std::string& shared_hosts();
 std::string four_letter_word(std::string_view host, std::string_view word,
                              std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
+// How many watches the server at "host:port" holds, data and child watches of
+// every session (mntr's zk_watch_count; wchc lists data watches only); -1
+// when it does not answer.
+int watch_count(std::string_view host);
+
 // Runs a command and returns its exit status (128+N when killed by signal N) and
 // what it printed on stdout and stderr.
 struct command_result {
