@@ -464,12 +464,18 @@ awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
   co_return *result;
 }
 
-// Creates the parents of the lock path, as containers.
-awaitable<std::error_code> create_parents(session& s, const std::string& path) {
-  const create_options container(create_mode::container);
+// The ACL of the nodes the engine creates (lock_options::node_acl).
+acl node_acl(const engine_state& m) {
+  if (m.options.node_acl) return *m.options.node_acl;
+  return m.s.authenticated() ? creator_all_world_read_acl() : open_acl_unsafe();
+}
+
+// Creates `path` and its parents when missing, as containers.
+awaitable<std::error_code> create_parents(engine_state& m, const std::string& path) {
+  const create_options container(create_mode::container, node_acl(m));
   for (auto slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     auto parent = path.substr(0, slash);
-    auto [ec, made] = co_await s.async_create(parent, "", container, as_tuple(use_awaitable));
+    auto [ec, made] = co_await m.s.async_create(parent, "", container, as_tuple(use_awaitable));
     if (ec && ec != error::node_exists) co_return ec;
     if (slash == std::string::npos) co_return std::error_code{};
   }
@@ -492,11 +498,11 @@ using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
   auto reply = a.reply = std::make_shared<create_reply>();
   auto name = lock_node_prefix(a.uuid, a.kind);
-  create_options mode(create_mode::ephemeral_sequential);
+  create_options mode(create_mode::ephemeral_sequential, node_acl(*m));
   if (a.downgrade_of) {
     auto write = lock_name(node_kind::write);
     name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
-    mode = create_options(create_mode::ephemeral);
+    mode.mode = create_mode::ephemeral;
   }
   m->s.async_create(m->full(name), a.data, mode,
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
@@ -575,7 +581,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     // No parent: create it (as a container, which the server may remove again
     // once empty, so more than once, but not for ever).
     if (create_ec == error::no_node && parents_made++ < 3) {
-      if (auto ec = co_await create_parents(s, m->path)) co_return listing(ec, nullptr);
+      if (auto ec = co_await create_parents(*m, m->path)) co_return listing(ec, nullptr);
       continue;
     }
     // A connection lost (or a request timed out) before the reply: the
@@ -1177,7 +1183,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
   for (int parents_made = 0;;) {
     if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
     a.submitted = true;
-    auto [ec, made] = co_await s.async_create(m->path, a.data, create_options(create_mode::ephemeral),
+    auto [ec, made] = co_await s.async_create(m->path, a.data, create_options(create_mode::ephemeral, node_acl(*m)),
                                               as_tuple(use_awaitable));
     if (!ec) {
       a.stat = made.stat;
@@ -1212,7 +1218,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       continue;
     }
     if (ec == error::no_node && parents_made++ < 3) {
-      if (auto parents_ec = co_await create_parents(s, split_path(m->path).first)) co_return failed(parents_ec);
+      if (auto parents_ec = co_await create_parents(*m, split_path(m->path).first)) co_return failed(parents_ec);
       continue;
     }
     if (ec != condition::retryable) co_return failed(ec);
@@ -1339,7 +1345,7 @@ asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_chang
     if (ec || !same_leader(look.who, last_seen)) co_return std::make_tuple(ec, std::move(look.who));
     std::error_code wait_ec;
     if (!look.cversion) {  // no election yet: its path is where one appears
-      wait_ec = co_await create_parents(s, look.dir);
+      wait_ec = co_await create_parents(*state, look.dir);
     } else if (look.who && state->family != queue_family::race) {
       std::tie(wait_ec) = co_await s.async_wait_deleted(look.who->node, as_tuple(use_awaitable));
     } else {

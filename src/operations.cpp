@@ -6,6 +6,7 @@ namespace zkasio {
 acl open_acl_unsafe() { return {{perm::all, "world", "anyone"}}; }
 acl read_acl_unsafe() { return {{perm::read, "world", "anyone"}}; }
 acl creator_all_acl() { return {{perm::all, "auth", ""}}; }
+acl creator_all_world_read_acl() { return {{perm::all, "auth", ""}, {perm::read, "world", "anyone"}}; }
 
 std::string path_problem(std::string_view path, bool sequential) {
   auto quoted = [&] {

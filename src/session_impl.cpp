@@ -119,6 +119,9 @@ void session_impl::open_handle() {
   // zookeeper_interest call (a netlink socket and /etc/hosts read each time):
   // the pump calls it a few times per reply. Resolve at most this often.
   zoo_set_servers_resolution_delay(zh_, host_resolution_delay_ms);
+  // The C client sends a handle's authentications first on every connection.
+  for (auto& [scheme, credentials] : auths_)
+    zoo_add_auth(zh_, scheme.c_str(), credentials.data(), static_cast<int>(credentials.size()), nullptr, nullptr);
   pump_.attach(zh_, shared_from_this());
 }
 
@@ -406,6 +409,8 @@ void session_impl::add_auth(std::string scheme, std::string credentials, complet
   if (refused(done, unusable())) return;
   if (refused(done, scheme.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
     return;
+  auths_.emplace_back(scheme, credentials);
+  authenticated_.store(true, std::memory_order_release);
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done, clock::now(), false}), [&](auto* r) {
     return zoo_add_auth(

@@ -129,6 +129,9 @@ class session_impl final : public session_core,
   std::vector<completion_ptr<>> connect_waiters_;
   std::list<std::pair<session_state, completion_ptr<session_state>>> state_waiters_;
   std::vector<completion_ptr<>> close_waiters_;
+  // What async_add_auth was given (scheme, credentials): a handle opened
+  // after an expiry starts without it, and is given it again.
+  std::vector<std::pair<std::string, std::string>> auths_;
 
   struct parked_read {
     clock::time_point deadline;

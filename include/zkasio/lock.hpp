@@ -72,6 +72,16 @@ struct lock_options {
   // own deadline (true). A waiter loses nothing with its session but its
   // place in the queue. Not for the semaphore.
   bool requeue_on_expiry = false;
+  // The ACL of every node an acquire creates: its own, and the lock path and
+  // its parents when they are missing. By default (nullopt), with a session
+  // that authenticated (session::authenticated()),
+  // creator_all_world_read_acl(): only sessions with the creator's identity
+  // may delete, change or revoke the nodes, or queue under the lock path;
+  // everyone may read them (and see the queue). Without authentication,
+  // open_acl_unsafe(). ZooKeeper checks a delete against the parent's ACL:
+  // a holder's node is safe from deletion by others under a lock path made
+  // with such an ACL, by an acquire or by you (see the README).
+  std::optional<acl> node_acl = std::nullopt;
 };
 
 using mutex_options = lock_options;

@@ -56,6 +56,8 @@ using acl = std::vector<acl_entry>;
 acl open_acl_unsafe();  // world:anyone, all permissions (ZooKeeper's default)
 acl read_acl_unsafe();  // world:anyone, read only
 acl creator_all_acl();  // auth: all permissions for the authenticated creator
+// auth: all permissions for the authenticated creator, world:anyone: read.
+acl creator_all_world_read_acl();
 
 struct create_options {
   // A constructor, not an aggregate: g++ 12 destroys an aggregate temporary

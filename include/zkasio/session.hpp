@@ -99,6 +99,11 @@ class session {
   std::uint64_t generation() const noexcept {
     return observe([](const core& c) { return c.generation(); }, std::uint64_t{0});
   }
+  // Whether async_add_auth was called: the session then has an identity
+  // beyond world:anyone (in every ZooKeeper session it starts).
+  bool authenticated() const noexcept {
+    return observe([](const core& c) { return c.authenticated(); }, false);
+  }
   std::chrono::milliseconds negotiated_timeout() const noexcept {
     return observe([](const core& c) { return c.negotiated_timeout(); }, std::chrono::milliseconds{0});
   }
@@ -273,7 +278,8 @@ class session {
   }
 
   // Adds authentication ("digest", "user:password") to the session; kept
-  // across reconnections. void(error_code)
+  // across reconnections, and added again to the session that follows an
+  // expiry (session_options::reconnect_on_expiry) before its requests. void(error_code)
   template <class Token = default_token>
   auto async_add_auth(std::string_view scheme, std::string_view credentials, Token&& token = {}) {
     return initiate<>(detail::write_cancellation,

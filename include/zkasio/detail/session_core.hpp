@@ -41,6 +41,7 @@ class session_core {
   clock::time_point last_contact() const noexcept {
     return clock::time_point(clock::duration(last_contact_.load(std::memory_order_acquire)));
   }
+  bool authenticated() const noexcept { return authenticated_.load(std::memory_order_acquire); }
 
   // Operations: on the strand.
   virtual void connect(completion_ptr<> done) = 0;
@@ -74,6 +75,7 @@ class session_core {
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::int64_t> timeout_ms_{0};
   std::atomic<clock::rep> last_contact_{0};
+  std::atomic<bool> authenticated_{false};
 };
 
 }  // namespace zkasio::detail
