@@ -61,7 +61,9 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
     std::cout << name << " holds the lock (round " << i << ", node "
               << (held.node() == path ? held.node() : held.node().substr(path.size() + 1)) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
-    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(lease ? 20 : 2));
+    // Shared holds long enough for holders of other processes to overlap.
+    bool shared = lease || mode == "read";
+    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(shared ? 20 : 2));
     co_await hold.async_wait(use_awaitable);
     append(log, "exit " + who + "\n");
     co_await held.async_release(use_awaitable);

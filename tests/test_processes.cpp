@@ -260,7 +260,12 @@ read_write_log interop(const curator_program& curator, const std::string& name, 
 
 TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path" * doctest::test_suite("interop")) {
   curator_program curator("CuratorContender");
-  auto readers = interop(curator, "read-write-interop", {"read", "read", "write"}, 150, 40);
+  // Writers of both kinds exclude everyone. (With a writer of each kind the
+  // fair queue may settle into a cycle of one kind's readers, its writer, the
+  // other kind's readers: that zkasio and Curator readers share is shown
+  // next, with readers only.)
+  interop(curator, "read-write-interop", {"read", "read", "write"}, 150, 40);
+  auto readers = interop(curator, "read-interop", {"read", "read"}, 100, 40);
   MESSAGE("readers at once at most: " << readers.most_readers << "; zkasio and Curator readers together: "
                                        << readers.mixed_readers << " times");
   CHECK(readers.mixed_readers > 0);  // zkasio and Curator readers did share

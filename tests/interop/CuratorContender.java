@@ -63,7 +63,8 @@ public class CuratorContender {
       for (int i = 0; i < rounds; ++i) {
         try (AutoCloseable held = hold.take()) {
           append(log, "enter " + who + "\n");
-          Thread.sleep(lease ? 20 : 5);
+          // Shared holds long enough for holders of both kinds to overlap.
+          Thread.sleep(lease || mode.equals("read") ? 20 : 5);
           append(log, "exit " + who + "\n");
         }
       }
