@@ -1,0 +1,249 @@
+// zkasio-chaos: the chaos suite. Worker processes contend for a few locks on a
+// 3-server ensemble while a fault driver pauses and kills servers (the leader
+// too), expires, cuts off and pauses workers; then the verdict: figures, and
+// the numbers that must be zero (two holders at once, fencing tokens out of
+// order, acquires that outlived their deadline, nodes left, crashes).
+//
+//   zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--json FILE]
+//
+// Exits 0 when every must-be-zero figure is 0 (and, in a run of 60 s or
+// more, every kind of fault was injected). `zkasio-chaos worker ...` is a
+// worker (started by the driver).
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <zkasio/mutex.hpp>
+#include <zkasio/session.hpp>
+
+#include "chaos/faults.hpp"
+#include "chaos/verdict.hpp"
+#include "chaos/worker.hpp"
+#include "support/process.hpp"
+
+using namespace zkasio;
+using namespace zkasio::chaos;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct driver_options {
+  int seconds = 60;
+  unsigned seed = std::random_device{}();
+  int workers = 4;
+  int coroutines = 25;
+  int locks = 3;
+  std::string json;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "zkasio-chaos: " << problem
+            << "\nusage: zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--json FILE]\n";
+  std::exit(2);
+}
+
+driver_options parse(int argc, char** argv) {
+  driver_options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) usage("'" + flag + "' needs a value");
+    std::string value = argv[++i];
+    try {
+      if (flag == "--seconds") o.seconds = std::stoi(value);
+      else if (flag == "--seed") o.seed = static_cast<unsigned>(std::stoul(value));
+      else if (flag == "--workers") o.workers = std::stoi(value);
+      else if (flag == "--coroutines") o.coroutines = std::stoi(value);
+      else if (flag == "--locks") o.locks = std::stoi(value);
+      else if (flag == "--json") o.json = value;
+      else usage("unknown option '" + flag + "'");
+    } catch (const std::logic_error&) {
+      usage("'" + value + "' is not a number for " + flag);
+    }
+  }
+  if (o.seconds < 1 || o.workers < 1 || o.coroutines < 1 || o.locks < 1) usage("every count must be at least 1");
+  return o;
+}
+
+// The nodes left under the lock paths once every worker has ended (their
+// sessions closed; at most 20 s for the server to catch up).
+int nodes_left(const std::string& hosts, const std::string& root, int locks) {
+  asio::io_context io;
+  session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
+  int left = -1;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        using asio::experimental::as_tuple;
+        auto until = std::chrono::steady_clock::now() + 20s;
+        asio::steady_timer retry(io);
+        for (;;) {
+          left = 0;
+          for (int i = 0; i <= locks; ++i) {  // (and the long-hold lock)
+            auto [ec, kids] = co_await s.async_get_children(lock_path(root, i), as_tuple(asio::use_awaitable));
+            if (ec && ec != error::no_node) left = -1;
+            if (!ec && left >= 0) left += static_cast<int>(kids.names.size());
+          }
+          if (left == 0 || std::chrono::steady_clock::now() > until) break;
+          retry.expires_after(200ms);
+          co_await retry.async_wait(asio::use_awaitable);
+        }
+        co_await s.async_close(as_tuple(asio::use_awaitable));
+      },
+      [](std::exception_ptr) {});
+  io.run();
+  return left;
+}
+
+// The worker that holds `path` now (its node's data says "worker-N"), if any.
+std::optional<int> holder_of(const std::string& hosts, const std::string& path) {
+  asio::io_context io;
+  session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
+  mutex m(s, path);
+  std::optional<int> holder;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        using asio::experimental::as_tuple;
+        auto [ec, queue] = co_await m.async_contenders(as_tuple(asio::use_awaitable));
+        if (!ec && !queue.empty() && queue.front().data.starts_with("worker-"))
+          holder = std::stoi(queue.front().data.substr(7));
+        co_await s.async_close(as_tuple(asio::use_awaitable));
+      },
+      [](std::exception_ptr) {});
+  io.run_for(10s);
+  return holder;
+}
+
+std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+int drive(const driver_options& o) {
+  std::cout << "zkasio-chaos: seed " << o.seed << ", " << o.seconds << " s, " << o.workers << " workers x "
+            << o.coroutines << " coroutines, " << o.locks << " locks and a long-hold lock" << std::endl;
+  test::zk_servers servers(test::server_options{.servers = 3});
+  std::vector<std::vector<std::unique_ptr<test::tcp_proxy>>> proxies(static_cast<std::size_t>(o.workers));
+  auto logs_dir = std::filesystem::path(servers.dir()) / "chaos";
+  std::filesystem::create_directories(logs_dir);
+  auto root = "/zkasio-chaos-" + std::to_string(getpid());
+  auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.seconds);
+  worker_options base;
+  base.root = root;
+  base.locks = o.locks;
+  base.coroutines = o.coroutines;
+  base.stop_at = std::chrono::duration_cast<std::chrono::nanoseconds>(stop_at.time_since_epoch()).count();
+
+  std::vector<int> pids;
+  std::vector<std::unique_ptr<test::process_guard>> guards;  // SIGKILL whatever is left, also on failure
+  std::vector<std::string> logs;
+  for (int w = 0; w < o.workers; ++w) {
+    std::string hosts;
+    for (int k = 1; k <= servers.count(); ++k) {
+      proxies[w].push_back(std::make_unique<test::tcp_proxy>(servers.host(k)));
+      hosts += (hosts.empty() ? "" : ",") + proxies[w].back()->address();
+    }
+    auto options = base;
+    options.index = w;
+    options.hosts = hosts;
+    options.seed = o.seed + static_cast<unsigned>(w);
+    options.log = (logs_dir / ("worker-" + std::to_string(w) + ".log")).string();
+    logs.push_back(options.log);
+    std::vector<std::string> argv{self_executable(), "worker"};
+    for (auto& a : worker_arguments(options)) argv.push_back(a);
+    pids.push_back(test::spawn(argv));
+    guards.push_back(std::make_unique<test::process_guard>(pids.back()));
+  }
+
+  fault_driver faults(servers, proxies, pids, o.seed, base.session_timeout,
+                      [&] { return holder_of(servers.hosts(), lock_path(root, o.locks)); });
+  faults.run_until(stop_at);
+
+  int crashes = 0;
+  for (int w = 0; w < o.workers; ++w) {
+    auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(stop_at - std::chrono::steady_clock::now()) +
+                 base.longest_wait + 2 * base.session_timeout + 30s;
+    int status = test::wait_child(pids[w], limit);
+    if (status != 0) {
+      ++crashes;
+      std::cout << "worker " << w << " exited with status " << status << std::endl;
+    }
+  }
+  int left = nodes_left(servers.hosts(), root, o.locks);
+
+  std::vector<hold_record> holds;
+  std::vector<acquire_record> acquires;
+  int orphans = 0, bad_lines = 0;
+  for (int w = 0; w < o.workers; ++w) {
+    worker_log log;
+    std::ifstream in(logs[w]);
+    for (std::string line; std::getline(in, line);) parse_line(line, log);
+    holds.insert(holds.end(), log.holds.begin(), log.holds.end());
+    acquires.insert(acquires.end(), log.acquires.begin(), log.acquires.end());
+    orphans += log.orphans ? std::max(*log.orphans, 0) : 0;
+    if (!log.orphans || *log.orphans < 0) ++crashes;  // it never counted them: it did not end well
+    bad_lines += static_cast<int>(log.bad_lines.size());
+  }
+  auto v = judge(holds, acquires, faults.pauses(), std::chrono::nanoseconds(1s).count());
+
+  std::map<std::string, std::size_t> by_kind;
+  std::size_t injected = 0;
+  bool every_kind = true;
+  for (auto f : all_faults) {
+    auto n = faults.injected()[static_cast<std::size_t>(f)];
+    by_kind[std::string(name(f))] = n;
+    injected += n;
+    every_kind = every_kind && n > 0;
+  }
+  std::ostringstream faults_json;
+  for (auto& [kind, n] : by_kind) faults_json << (faults_json.tellp() > 0 ? ", " : "") << '"' << kind << "\": " << n;
+  std::ostringstream json;
+  json << "{\"seed\": " << o.seed << ", \"seconds\": " << o.seconds << ", \"workers\": " << o.workers
+       << ", \"coroutines\": " << o.coroutines << ", \"locks\": " << o.locks << ", \"acquisitions\": " << v.acquisitions
+       << ", \"acquire_failures\": " << v.acquire_failures << ", \"long_holds\": " << v.long_holds
+       << ", \"lost_signals\": " << v.lost_signals
+       << ", \"holds_cut_by_pause\": " << v.holds_cut_by_pause << ", \"faults\": {" << faults_json.str() << "}"
+       << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order
+       << ", \"late_acquires\": " << v.late_acquires << ", \"nodes_left\": " << (left < 0 ? 1 : left)
+       << ", \"orphans\": " << orphans << ", \"crashes\": " << crashes << ", \"unreadable_log_lines\": " << bad_lines
+       << "}}";
+  std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
+            << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
+            << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
+            << ", tokens out of order " << v.tokens_out_of_order << ", late acquires " << v.late_acquires
+            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes
+            << ", unreadable log lines " << bad_lines << '\n';
+  for (auto& e : v.examples) std::cout << "  " << e << '\n';
+  std::cout << json.str() << std::endl;
+  if (!o.json.empty()) std::ofstream(o.json) << json.str() << '\n';
+  bool clean = v.overlaps == 0 && v.tokens_out_of_order == 0 && v.late_acquires == 0 && left == 0 && orphans == 0 &&
+               crashes == 0 && bad_lines == 0;
+  if (o.seconds >= 60 && !every_kind) {
+    std::cout << "not every kind of fault was injected" << std::endl;
+    clean = false;
+  }
+  if (v.acquisitions == 0) {
+    std::cout << "no lock was ever granted" << std::endl;
+    clean = false;
+  }
+  return clean ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc >= 2 && std::string(argv[1]) == "worker")
+      return run_worker(parse_worker_arguments(std::vector<std::string>(argv + 2, argv + argc)));
+    return drive(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::cerr << "zkasio-chaos: " << e.what() << '\n';
+    return 1;
+  }
+}

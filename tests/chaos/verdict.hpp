@@ -1,0 +1,86 @@
+// The chaos suite's verdict: what its workers recorded, and the figures that
+// must be zero. No I/O: test_chaos_verdict (unit tier) drives it with
+// records made up to break each rule, so that a verdict that cannot fail
+// fails a test.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zkasio::chaos {
+
+// CLOCK_MONOTONIC (std::chrono::steady_clock) in nanoseconds: one clock for
+// every process of the machine, so the workers' intervals compare.
+using ns = std::int64_t;
+
+// A holder's interval: from its grant to the earlier of its release (the
+// moment it began) and its lost signal.
+struct hold_record {
+  int worker = 0;
+  int lock = 0;
+  ns grant = 0;
+  ns end = 0;
+  std::int64_t token = 0;  // the fencing token
+  bool lost = false;       // ended by the lost signal
+};
+
+// An acquire: when it started and completed (nullopt: it never did, the
+// worker gave up waiting for it), its deadline, and what it completed with
+// ("ok" or the error's name).
+struct acquire_record {
+  int worker = 0;
+  int lock = 0;
+  ns start = 0;
+  std::optional<ns> end;
+  ns deadline = 0;
+  std::string result;
+};
+
+// A worker process stopped (SIGSTOP) by the fault driver, from..to.
+struct pause_window {
+  int worker = 0;
+  ns from = 0;
+  ns to = 0;
+};
+
+// One worker's log, a line per record:
+//   hold WORKER LOCK GRANT END TOKEN LOST(0|1)
+//   acquire WORKER LOCK START END|- DEADLINE RESULT
+//   orphans WORKER COUNT     (nodes of its live session left after its last release)
+struct worker_log {
+  std::vector<hold_record> holds;
+  std::vector<acquire_record> acquires;
+  std::optional<int> orphans;  // nullopt: the worker never got to count them
+  std::vector<std::string> bad_lines;
+};
+std::string format(const hold_record& h);
+std::string format(const acquire_record& a);
+// Adds what `line` records to `log` (a line it cannot read goes to bad_lines).
+void parse_line(std::string_view line, worker_log& log);
+
+struct verdict {
+  std::size_t acquisitions = 0;
+  std::size_t lost_signals = 0;
+  std::size_t long_holds = 0;        // over 1 s
+  std::size_t acquire_failures = 0;  // timeouts, expiries: allowed, counted
+  // Holds cut short by a pause of their process: the holder woke after its
+  // session could have expired, which no lock can prevent (see the README's
+  // guarantees); its interval counts up to the pause.
+  std::size_t holds_cut_by_pause = 0;
+  // Must be zero:
+  std::size_t overlaps = 0;             // two holders of one lock at once
+  std::size_t tokens_out_of_order = 0;  // a later grant of a lock with a token not greater
+  std::size_t late_acquires = 0;        // neither completed nor failed by deadline + grace
+  std::vector<std::string> examples;    // the first few of those, described
+};
+
+// Judges the records of every worker. `grace`: how late past its deadline an
+// acquire may complete (the scheduling of a loaded machine). An acquire or a
+// hold during which its worker was paused is judged with the pause in mind.
+verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_record>& acquires,
+              const std::vector<pause_window>& pauses, ns grace);
+
+}  // namespace zkasio::chaos
