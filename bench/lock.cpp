@@ -20,8 +20,9 @@
 #include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
-#include "latency.hpp"
 #include "harness.hpp"
+#include "latency.hpp"
+#include "waiting_room.hpp"
 
 namespace zkasio::bench {
 namespace {
@@ -237,127 +238,23 @@ awaitable<void> read_heavy(session_list& sessions, const options& o, report& r) 
 
 // -------------------------------------------------------------------- scale
 
-long process_status(const char* field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(std::string(field).size()));
-  throw std::runtime_error(std::string("no ") + field + " in /proc/self/status");
-}
-long resident_bytes() { return process_status("VmRSS:") * 1024; }
-
-// The lock nodes under `path` (holders and waiters).
-awaitable<std::size_t> lock_node_count(session& s, const std::string& path) {
-  auto kids = co_await s.async_get_children(path, use_awaitable);
-  co_return detail::lock_queue(kids.names).size();
-}
-
-struct queue_log {
-  std::vector<std::vector<detail::sequence_number>> granted;  // per lock: in grant order
-  std::vector<std::uint8_t> grants;                // per waiter
-  std::size_t finished = 0;
-};
-
-detail::sequence_number sequence_of(const std::string& node) {
-  return detail::parse_lock_node(node.substr(node.rfind('/') + 1))->sequence;
-}
-
-awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
-  auto held = co_await m.async_acquire(use_awaitable);
-  ++log.grants[index];
-  log.granted[lock_index].push_back(sequence_of(held.node()));
-  co_await held.async_release(use_awaitable);
-}
-
-// Waits until `done` holds, looking every `period`; fails after `limit`.
-template <class Condition>
-awaitable<void> wait_for(Condition done, std::chrono::milliseconds period, std::chrono::seconds limit,
-                         const char* what) {
-  auto deadline = clock::now() + limit;
-  asio::steady_timer pause(co_await asio::this_coro::executor);
-  while (!co_await done()) {
-    if (clock::now() > deadline) throw std::runtime_error(std::string(what) + " within the time limit");
-    pause.expires_after(period);
-    co_await pause.async_wait(use_awaitable);
-  }
-}
-
 awaitable<void> scale(session_list& sessions, const options& o, report& r) {
   for (auto& s : sessions) co_await s->async_connect(use_awaitable);
-  auto executor = co_await asio::this_coro::executor;
   auto dir = bench_dir("scale");
-  const auto locks = static_cast<std::size_t>(o.locks), waiters = static_cast<std::size_t>(o.waiters);
-  std::vector<std::string> paths;
-  for (std::size_t j = 0; j < locks; ++j) paths.push_back(dir + "/lock" + std::to_string(j));
-  // mutexes[session][lock]
-  std::vector<std::vector<mutex>> mutexes(sessions.size());
-  for (std::size_t i = 0; i < sessions.size(); ++i)
-    for (auto& path : paths) mutexes[i].emplace_back(*sessions[i], path);
-
-  // Every lock held first, so that all waiters queue before any is granted.
-  std::vector<lock> gates(locks);
-  {
-    std::vector<awaitable<void>> work;
-    for (std::size_t j = 0; j < locks; ++j)
-      work.push_back([](mutex& m, lock& gate) -> awaitable<void> {
-        gate = co_await m.async_acquire(use_awaitable);
-      }(mutexes[0][j], gates[j]));
-    co_await run_all(std::move(work));
-  }
-
+  waiting_room room(sessions, dir, static_cast<std::size_t>(o.locks));
+  co_await room.hold_gates();
   auto rss_before = resident_bytes();
-  queue_log log{.granted = std::vector<std::vector<detail::sequence_number>>(locks),
-                .grants = std::vector<std::uint8_t>(waiters)};
-  asio::steady_timer all_finished(executor, asio::steady_timer::time_point::max());
-  std::exception_ptr failure;
-  for (std::size_t i = 0; i < waiters; ++i) {
-    auto lock_index = i % locks, session_index = (i / locks) % sessions.size();
-    asio::co_spawn(executor, waiter(mutexes[session_index][lock_index], log, i, lock_index),
-                   [&](std::exception_ptr e) {
-                     if (e && !failure) failure = e;
-                     if (++log.finished == waiters) all_finished.cancel();
-                   });
-  }
-  // Every waiter queued: all nodes are there, and after two more round trips
-  // of each session (the first answered after every listing, the second
-  // after what the waiters sent on seeing theirs) every waiter waits.
-  co_await wait_for(
-      [&]() -> awaitable<bool> {
-        std::size_t nodes = 0;
-        for (auto& path : paths) nodes += co_await lock_node_count(*sessions.front(), path);
-        co_return nodes >= waiters + locks;
-      },
-      50ms, 600s, "the waiters did not all queue");
-  for (int round = 0; round < 2; ++round)
-    for (auto& s : sessions) co_await s->async_exists("/", use_awaitable);
-  add_value(r, "threads", static_cast<double>(process_status("Threads:")));
-  add_value(r, "rss_bytes_per_waiter",
-            static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(waiters));
-
-  auto drain_start = clock::now();
-  for (auto& gate : gates) co_await gate.async_release(use_awaitable);
-  asio::steady_timer limit(executor, 600s);
-  if (log.finished < waiters)
-    co_await (all_finished.async_wait(as_tuple(use_awaitable)) || limit.async_wait(use_awaitable));
-  if (log.finished < waiters) throw std::runtime_error("the queues did not drain within 600 s");
-  if (failure) std::rethrow_exception(failure);
-  auto drain_s = std::chrono::duration<double>(clock::now() - drain_start).count();
-
-  std::size_t granted_once = 0;
-  for (auto g : log.grants) granted_once += g == 1;
-  bool in_order = true;
-  for (std::size_t j = 0; j < locks; ++j) {
-    auto& order = log.granted[j];
-    in_order = in_order && order.size() == waiters / locks + (j < waiters % locks) &&
-               std::adjacent_find(order.begin(), order.end(), [](auto a, auto b) {
-                 return !detail::sequence_before(a, b);
-               }) == order.end();
-  }
-  add_value(r, "waiters", static_cast<double>(waiters));
-  add_value(r, "granted", static_cast<double>(granted_once));
-  add_value(r, "in_order", in_order);
-  add_value(r, "drain_s", drain_s);
-  r.sound = granted_once == waiters && in_order;
-  co_await remove_dir(*sessions.front(), dir, paths);
+  auto drained = co_await room.queue_and_drain(static_cast<std::size_t>(o.waiters), [&] {
+    add_value(r, "threads", static_cast<double>(process_status("Threads:")));
+    add_value(r, "rss_bytes_per_waiter",
+              static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(o.waiters));
+  });
+  add_value(r, "waiters", static_cast<double>(o.waiters));
+  add_value(r, "granted", static_cast<double>(drained.granted_once));
+  add_value(r, "in_order", drained.in_order);
+  add_value(r, "drain_s", drained.drain_s);
+  r.sound = drained.granted_once == static_cast<std::size_t>(o.waiters) && drained.in_order;
+  co_await remove_dir(*sessions.front(), dir, room.paths());
   co_await close_all(sessions);
 }
 

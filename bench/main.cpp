@@ -35,6 +35,13 @@ const char* usage =
     "                     W waiters on one thread queue on L locks, then drain: waiters,\n"
     "                     granted, in_order, threads, rss_bytes_per_waiter, drain_s;\n"
     "                     exits 1 unless every waiter got its lock once, in order\n"
+    "  soak --waiters W --sessions S --acquisitions N [--cut-every-ms C]\n"
+    "                     rounds of W waiters queued on one lock over S sessions,\n"
+    "                     through a proxy, drained, until N acquisitions, every\n"
+    "                     connection cut every C ms (3000): rounds granted once in\n"
+    "                     order, connection_cuts, nodes_left, sessions_lived, RSS\n"
+    "                     after the first round and at the end; exits 1 unless\n"
+    "                     every round was granted once in order and nothing is left\n"
     "  herd --waiters W --rounds N [--recipe mutex|race]\n"
     "                     a holder and W waiters, each on its own session, on the\n"
     "                     fair mutex or the race mutex; per release, once every\n"
@@ -92,6 +99,8 @@ int main(int argc, char** argv) {
     else if (arg == "--hold-us") o.hold_us = whole(0, 10'000'000);
     else if (arg == "--waiters") o.waiters = whole(1, 1'000'000);
     else if (arg == "--locks") o.locks = whole(1, 100'000);
+    else if (arg == "--acquisitions") o.acquisitions = whole(1, 100'000'000);
+    else if (arg == "--cut-every-ms") o.cut_every_ms = whole(1, 3'600'000);
     else if (arg == "--recipe") {
       o.recipe = value();
       if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
@@ -118,6 +127,8 @@ int main(int argc, char** argv) {
     if (o.recipe != "mutex" && o.recipe != "race") fail("herd's --recipe must be mutex or race");
     if (o.waiters > 200) fail("herd's --waiters must be at most 200 (one session each)");
     r = zkasio::bench::run_herd(o);
+  } else if (command == "soak") {
+    r = zkasio::bench::run_soak(o);
   } else if (command == "scale") {
     if (o.locks > o.waiters) fail("--locks must not exceed --waiters");
     r = zkasio::bench::run_scale(o);
