@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 #include <zkasio/detail/lock_queue.hpp>
 
 namespace zkasio::bench {
@@ -26,9 +27,23 @@ long process_status(const char* field) {
 }
 long resident_bytes() { return process_status("VmRSS:") * 1024; }
 
+namespace {
+
+// Reads `path`'s children; asked again while the connection is cut (the
+// soak cuts it), until the session is over.
+awaitable<children> children_of(session& s, const std::string& path) {
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
+    if (!ec) co_return kids;
+    if (ec != condition::retryable) throw std::system_error(ec, "listing " + path);
+    co_await s.async_connect(use_awaitable);
+  }
+}
+
+}  // namespace
+
 awaitable<std::size_t> lock_node_count(session& s, const std::string& path) {
-  auto kids = co_await s.async_get_children(path, use_awaitable);
-  co_return detail::lock_queue(kids.names).size();
+  co_return detail::lock_queue((co_await children_of(s, path)).names).size();
 }
 
 namespace {
@@ -44,10 +59,12 @@ detail::sequence_number sequence_of(const std::string& node) {
 }
 
 awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
-  auto held = co_await m.async_acquire(use_awaitable);
+  auto [ec, held] = co_await m.async_acquire(as_tuple(use_awaitable));
+  if (ec) throw std::system_error(ec, "a waiter's acquire");
   ++log.grants[index];
   log.granted[lock_index].push_back(sequence_of(held.node()));
-  co_await held.async_release(use_awaitable);
+  auto [release_ec] = co_await held.async_release(as_tuple(use_awaitable));
+  if (release_ec) throw std::system_error(release_ec, "a waiter's release");
 }
 
 // Waits until `done` holds, looking every `period`; fails after `limit`.
@@ -107,7 +124,7 @@ awaitable<drain_result> waiting_room::queue_and_drain(std::size_t waiters, std::
       },
       50ms, 600s, "the waiters did not all queue");
   for (int round = 0; round < 2; ++round)
-    for (auto& s : sessions_) co_await s->async_exists("/", use_awaitable);
+    for (auto& s : sessions_) co_await children_of(*s, "/zookeeper");
   queued();
 
   auto drain_start = clock::now();
