@@ -68,13 +68,13 @@ awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t 
 }
 
 // Waits until `done` holds, looking every `period`; fails after `limit`.
-template <class Condition>
+template <class Condition, class Describe>
 awaitable<void> wait_for(Condition done, std::chrono::milliseconds period, std::chrono::seconds limit,
-                         const char* what) {
+                         Describe what) {
   auto deadline = clock::now() + limit;
   asio::steady_timer pause(co_await asio::this_coro::executor);
   while (!co_await done()) {
-    if (clock::now() > deadline) throw std::runtime_error(std::string(what) + " within the time limit");
+    if (clock::now() > deadline) throw std::runtime_error(what() + " within the time limit");
     pause.expires_after(period);
     co_await pause.async_wait(use_awaitable);
   }
@@ -116,13 +116,18 @@ awaitable<drain_result> waiting_room::queue_and_drain(std::size_t waiters, std::
   // Every waiter queued: all nodes are there, and after two more round trips
   // of each session (the first answered after every listing, the second
   // after what the waiters sent on seeing theirs) every waiter waits.
+  std::size_t nodes = 0;
   co_await wait_for(
       [&]() -> awaitable<bool> {
-        std::size_t nodes = 0;
+        if (failure) std::rethrow_exception(failure);  // a waiter that failed never queues
+        nodes = 0;
         for (auto& path : paths_) nodes += co_await lock_node_count(*sessions_.front(), path);
         co_return nodes >= waiters + locks;
       },
-      50ms, 600s, "the waiters did not all queue");
+      50ms, 600s, [&] {
+        return "the waiters did not all queue (" + std::to_string(nodes) + " nodes of " +
+               std::to_string(waiters + locks) + ", " + std::to_string(log.finished) + " waiters ended)";
+      });
   for (int round = 0; round < 2; ++round)
     for (auto& s : sessions_) co_await children_of(*s, "/zookeeper");
   queued();
