@@ -524,6 +524,14 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
   return reply;
 }
 
+// Whether a failure is one the acquire rides through: the connection was
+// lost or the server was busy, and the session lives on, so its node (made,
+// or being looked up) is still in the queue. It waits for the connection
+// and asks again, for as long as its deadline allows.
+bool ride_through(std::error_code ec, const session& s, const attempt& a) {
+  return ec == condition::retryable && s.generation() == a.generation;
+}
+
 // After a lost create reply the create may have been applied: finds the node
 // by its uuid, owned by the current session. nullopt: it is not there: create
 // again. session_expired when the session expired meanwhile: the node, if it
@@ -532,30 +540,36 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
 awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a) {
   auto& s = m->s;
-  auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-  if (connect_ec) co_return listing(connect_ec, nullptr);
   auto expired = [&] { return s.generation() != a.generation; };
-  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
-  // Reconnected maybe to another server: it must have seen the create, if
-  // the leader applied it, before it is asked.
-  auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-  if (sync_ec && sync_ec != error::no_node) co_return listing(sync_ec, nullptr);
-  auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
-  // (A listing answered in a later session would not show the node either.)
-  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
-  if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
-  if (list_ec) co_return listing(list_ec, nullptr);
-  auto found = find_by_uuid(kids.names, a.uuid);
-  if (!found) co_return std::nullopt;
-  auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
-  if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
-  if (stat_ec) co_return listing(stat_ec, nullptr);
-  if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
-  a.node = std::move(*found);
-  a.stat = *st;
-  m->known->add(a.node, m->session_in(a.generation), exempt(a));
-  co_return listing(std::error_code{},
-                    std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family))));
+  // Asked again while the connection fails (a lookup cut off is not an answer).
+  for (;;) {
+    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
+    if (connect_ec) co_return listing(connect_ec, nullptr);
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    // Reconnected maybe to another server: it must have seen the create, if
+    // the leader applied it, before it is asked.
+    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (ride_through(sync_ec, s, a)) continue;
+    if (sync_ec && sync_ec != error::no_node) co_return listing(sync_ec, nullptr);
+    auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    // (A listing answered in a later session would not show the node either.)
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (ride_through(list_ec, s, a)) continue;
+    if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
+    if (list_ec) co_return listing(list_ec, nullptr);
+    auto found = find_by_uuid(kids.names, a.uuid);
+    if (!found) co_return std::nullopt;
+    auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (ride_through(stat_ec, s, a)) continue;
+    if (stat_ec) co_return listing(stat_ec, nullptr);
+    if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
+    a.node = std::move(*found);
+    a.stat = *st;
+    m->known->add(a.node, m->session_in(a.generation), exempt(a));
+    co_return listing(std::error_code{},
+                      std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family))));
+  }
 }
 
 // Creates this attempt's node and lists the queue in one round trip; after a
@@ -581,7 +595,13 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     // No parent: create it (as a container, which the server may remove again
     // once empty, so more than once, but not for ever).
     if (create_ec == error::no_node && parents_made++ < 3) {
-      if (auto ec = co_await create_parents(*m, m->path)) co_return listing(ec, nullptr);
+      if (auto ec = co_await create_parents(*m, m->path)) {
+        // Cut off while making them: made again once connected, in this session.
+        if (!ride_through(ec, s, a)) co_return listing(ec, nullptr);
+        if (auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable)); connect_ec)
+          co_return listing(connect_ec, nullptr);
+        if (s.generation() != a.generation) co_return listing(make_error_code(error::session_expired), nullptr);
+      }
       continue;
     }
     // A connection lost (or a request timed out) before the reply: the
@@ -660,14 +680,6 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   auto first = grant_of(h);
   start_monitor(h, a.generation);
   return first;
-}
-
-// Whether a failure of the wait is one the acquire rides through: the
-// connection was lost or the server was busy, and the session lives on, so
-// its node is still in the queue. It waits for the connection and lists the
-// queue again, for as long as its deadline allows.
-bool ride_through(std::error_code ec, const session& s, const attempt& a) {
-  return ec == condition::retryable && s.generation() == a.generation;
 }
 
 awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m) {

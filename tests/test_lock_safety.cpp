@@ -604,6 +604,31 @@ TEST_CASE_FIXTURE(proxied_server, "requeue_on_expiry: a waiter whose session exp
   }(), 30s);
 }
 
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a lost create reply, then the connection lost again while the node is looked up: the acquire rides through") {
+  mutex m_holder(holder, "/lookup-cut"), m(s, "/lookup-cut");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    // The create is applied and its reply lost; no reconnection until the
+    // lookup's first request (a sync) is armed to be cut in turn.
+    proxy.refuse_connections(true);
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_CREATE2_OP);
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    proxy.arm_cut(tcp_proxy::cut::lose_request, ZOO_SYNC_OP);
+    proxy.refuse_connections(false);
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    REQUIRE(co_await settles_at(holder, "/lookup-cut", 2));
+    CHECK_FALSE(w.done.happened());  // it looks again, finds its node and waits
+    co_await held.async_release();
+    co_await rode_through(w, generation);
+    CHECK((co_await lock_nodes(holder, "/lookup-cut")).size() == 1);  // made once
+    co_await w.held.async_release();
+    CHECK(co_await settles_at(holder, "/lookup-cut", 0));
+  }(), 30s);
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 1s));
