@@ -532,6 +532,18 @@ bool ride_through(std::error_code ec, const session& s, const attempt& a) {
   return ec == condition::retryable && s.generation() == a.generation;
 }
 
+// Makes `path` and its parents for attempt `a`, whose create found none.
+// Cut off meanwhile, it waits for the connection, and the caller creates
+// again (in the same session; parents are shared containers: nothing to
+// undo).
+awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
+  auto ec = co_await create_parents(*m, path);
+  if (!ride_through(ec, m->s, a)) co_return ec;
+  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
+  if (connect_ec) co_return connect_ec;
+  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+}
+
 // After a lost create reply the create may have been applied: finds the node
 // by its uuid, owned by the current session. nullopt: it is not there: create
 // again. session_expired when the session expired meanwhile: the node, if it
@@ -595,13 +607,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     // No parent: create it (as a container, which the server may remove again
     // once empty, so more than once, but not for ever).
     if (create_ec == error::no_node && parents_made++ < 3) {
-      if (auto ec = co_await create_parents(*m, m->path)) {
-        // Cut off while making them: made again once connected, in this session.
-        if (!ride_through(ec, s, a)) co_return listing(ec, nullptr);
-        if (auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable)); connect_ec)
-          co_return listing(connect_ec, nullptr);
-        if (s.generation() != a.generation) co_return listing(make_error_code(error::session_expired), nullptr);
-      }
+      if (auto ec = co_await make_parents(m, m->path, a)) co_return listing(ec, nullptr);
       continue;
     }
     // A connection lost (or a request timed out) before the reply: the
@@ -1230,7 +1236,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       continue;
     }
     if (ec == error::no_node && parents_made++ < 3) {
-      if (auto parents_ec = co_await create_parents(*m, split_path(m->path).first)) co_return failed(parents_ec);
+      if (auto parents_ec = co_await make_parents(m, split_path(m->path).first, a)) co_return failed(parents_ec);
       continue;
     }
     if (ec != condition::retryable) co_return failed(ec);
