@@ -143,6 +143,23 @@ TEST_CASE_FIXTURE(proxied, "proxy: hold_replies keeps replies back until pass(),
   CHECK(direct.remove(path) == ZOK);
 }
 
+TEST_CASE_FIXTURE(proxied, "proxy: fail_replies makes the next replies of a type say an error; the connection stands") {
+  const auto path = unique_path("fail");
+  CHECK(direct.create(path, "x") == ZOK);
+  proxy.fail_replies(ZOO_GETDATA_OP, ZTHROTTLEDOP, 2);
+  const auto first = c.get_async(path);
+  const auto second = c.get_async(path);
+  const auto third = c.get_async(path);
+  REQUIRE(c.run_until([&] { return first->done() && second->done() && third->done(); }));
+  CHECK(first->rc() == ZTHROTTLEDOP);
+  CHECK(second->rc() == ZTHROTTLEDOP);
+  CHECK(third->rc() == ZOK);
+  CHECK(third->value() == "x");
+  CHECK(c.connected());
+  CHECK(proxy.connections_accepted() == 1);
+  CHECK(direct.remove(path) == ZOK);
+}
+
 TEST_CASE_FIXTURE(proxied, "proxy: drop_now closes the connection; the client loses it and reconnects") {
   const auto session = c.session_id();
   const auto path = unique_path("drop");

@@ -17,6 +17,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -85,6 +86,7 @@ struct tcp_proxy::impl {
     std::deque<frame> held;                  // server frames kept back (hold_replies)
     bool handshake_delivered = false;        // the server's first frame reached the client
     std::optional<std::int32_t> cut_xid;     // the armed cut's request on this connection
+    std::set<std::int32_t> failed_xids;      // requests whose replies say owner.failure_err
     cut cut_kind = cut::lose_reply;
     bool closed = false;
     bool closing = false;  // no more reads; close once the queued writes are out
@@ -166,7 +168,11 @@ struct tcp_proxy::impl {
           cut_kind = owner.armed_cut;
         }
       }
-      if (xid >= 0) ++owner.requests;
+      if (xid >= 0) owner.record_request(type);
+      if (xid >= 0 && type && owner.failures_left > 0 && *type == owner.failure_op) {
+        --owner.failures_left;
+        failed_xids.insert(xid);
+      }
 
       send(server, std::move(f));
     }
@@ -184,6 +190,7 @@ struct tcp_proxy::impl {
 
     // A server-to-client frame whose turn has come (not held, or released).
     void deliver(frame f) {
+      if (auto xid = frame_xid(f); handshake_delivered && xid && failed_xids.erase(*xid)) f = error_reply(f, owner.failure_err);
       if (!handshake_delivered) {
         handshake_delivered = true;  // ConnectResponse: forwarded as is
       } else if (cut_xid && frame_xid(f) == *cut_xid) {
@@ -368,10 +375,22 @@ struct tcp_proxy::impl {
   bool armed = false;
   cut armed_cut = cut::lose_reply;
   std::optional<std::int32_t> armed_op;
+  // fail_replies(): the replies to the next failures_left requests of type
+  // failure_op say failure_err.
+  std::int32_t failure_op = 0, failure_err = 0;
+  std::size_t failures_left = 0;
 
   std::atomic<std::size_t> accepted{0};
   std::atomic<std::size_t> open{0};
   std::atomic<std::size_t> requests{0};
+  mutable std::mutex requests_mutex;
+  std::map<std::int32_t, std::size_t> requests_by_type;  // under requests_mutex
+  void record_request(std::optional<std::int32_t> type) {
+    ++requests;
+    if (!type) return;
+    std::lock_guard lock(requests_mutex);
+    ++requests_by_type[*type];
+  }
   std::atomic<std::size_t> held_frames{0};
 
   // Shared with the test's thread: cuts and handshakes happened.
@@ -432,6 +451,14 @@ void tcp_proxy::arm_cut(cut what, std::optional<std::int32_t> op_type) {
   });
 }
 
+void tcp_proxy::fail_replies(std::int32_t op_type, std::int32_t err, std::size_t count) {
+  impl_->apply([this, op_type, err, count] {
+    impl_->failure_op = op_type;
+    impl_->failure_err = err;
+    impl_->failures_left = count;
+  });
+}
+
 bool tcp_proxy::wait_held_events(std::size_t count, std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->cut_mutex);
   return impl_->cut_cv.wait_for(lock, timeout, [&] { return impl_->held_events >= count; });
@@ -440,6 +467,11 @@ bool tcp_proxy::wait_held_events(std::size_t count, std::chrono::milliseconds ti
 std::size_t tcp_proxy::frames_held() const { return impl_->held_frames.load(); }
 
 std::size_t tcp_proxy::requests_forwarded() const { return impl_->requests.load(); }
+std::size_t tcp_proxy::requests_forwarded(std::int32_t op_type) const {
+  std::lock_guard lock(impl_->requests_mutex);
+  auto it = impl_->requests_by_type.find(op_type);
+  return it == impl_->requests_by_type.end() ? 0 : it->second;
+}
 
 std::optional<std::chrono::steady_clock::time_point> tcp_proxy::wait_handshakes(
     std::size_t count, std::chrono::milliseconds timeout) {

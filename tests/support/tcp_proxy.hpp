@@ -53,6 +53,10 @@ class tcp_proxy {
   void drop_after_next_request(std::optional<std::int32_t> op_type = std::nullopt) {
     arm_cut(cut::lose_reply, op_type);
   }
+  // The replies to the next `count` requests of type `op_type` say `err`
+  // (e.g. ZTHROTTLEDOP): the server's answer, with its body dropped. For
+  // reads: the server did execute the request.
+  void fail_replies(std::int32_t op_type, std::int32_t err, std::size_t count);
   // Waits until an armed cut has happened; false if `timeout` passed first.
   bool wait_cut(std::chrono::milliseconds timeout);
 
@@ -65,6 +69,8 @@ class tcp_proxy {
   // Requests (frames with xid >= 0 after the handshake) forwarded to the server
   // over all connections: a client's round trips, pings excluded.
   std::size_t requests_forwarded() const;
+  // Those of type `op_type` (as for arm_cut).
+  std::size_t requests_forwarded(std::int32_t op_type) const;
   // Waits until `count` session handshakes (ConnectRequests) have been
   // forwarded to the server in all, and returns when the last of them was;
   // nullopt if `timeout` passed first.

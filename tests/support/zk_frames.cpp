@@ -33,6 +33,19 @@ split_result split_frames(const unsigned char* bytes, std::size_t size) {
 }
 
 std::optional<std::int32_t> frame_xid(const frame& f) { return field(f, 4); }
+
+frame error_reply(const frame& reply, std::int32_t err) {
+  // Length (16 now), xid and zxid as they were, then err; no body.
+  if (reply.size() < 20) return reply;
+  frame answer(reply.begin(), reply.begin() + 16);
+  const std::uint32_t body = 16;
+  const auto code = static_cast<std::uint32_t>(err);
+  for (int i = 0; i < 4; ++i) {
+    answer[static_cast<std::size_t>(i)] = static_cast<unsigned char>(body >> (24 - 8 * i));
+    answer.push_back(static_cast<unsigned char>(code >> (24 - 8 * i)));
+  }
+  return answer;
+}
 std::optional<std::int32_t> request_type(const frame& f) { return field(f, 8); }
 
 }  // namespace zkasio::test

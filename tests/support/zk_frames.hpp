@@ -32,5 +32,9 @@ split_result split_frames(const unsigned char* bytes, std::size_t size);
 std::optional<std::int32_t> frame_xid(const frame& f);
 // A request's type (bytes 8-11), when it has one.
 std::optional<std::int32_t> request_type(const frame& f);
+// The reply `reply` (after the handshake: xid, zxid, err, body) as the
+// server would send it had the request failed with `err`: header only.
+// Returned as is if it is too short to be a reply.
+frame error_reply(const frame& reply, std::int32_t err);
 
 }  // namespace zkasio::test
