@@ -11,6 +11,8 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
+#include <cstdio>
+#include <malloc.h>
 #include <memory>
 
 #include "harness.hpp"
@@ -71,20 +73,27 @@ report run_soak(const options& o) {
         auto dir = bench_dir("soak");
         waiting_room room(sessions, dir, 1);
         asio::co_spawn(co_await asio::this_coro::executor, cutter.run(), asio::detached);
-        long rss_first = 0, rss_most = 0;
+        long rss_first = 0, rss_most = 0, heap_first = 0;
         std::size_t exactly_once_rounds = 0;
         auto start = clock::now();
         for (std::size_t round = 0; round < rounds; ++round) {
           co_await room.hold_gates();
           auto drained = co_await room.queue_and_drain(waiters, [] {});
           exactly_once_rounds += drained.granted_once == waiters && drained.in_order;
-          auto rss = resident_bytes();
-          if (round == 0) rss_first = rss;
+          auto rss = resident_bytes(), heap = heap_in_use_bytes();
+          if (round == 0) rss_first = rss, heap_first = heap;
           rss_most = std::max(rss_most, rss);
+          std::fprintf(stderr, "soak: round %zu of %zu, %.1f s, RSS %.1f MB, heap in use %.1f MB, %zu cuts\n",
+                       round + 1, rounds, std::chrono::duration<double>(clock::now() - start).count(),
+                       static_cast<double>(rss) / 1e6, static_cast<double>(heap) / 1e6, cutter.cuts);
         }
         cutter.stop();
         auto seconds = std::chrono::duration<double>(clock::now() - start).count();
-        auto rss_end = resident_bytes();
+        auto rss_end = resident_bytes(), heap_end = heap_in_use_bytes();
+        // What of the RSS at the end malloc only kept after the peaks: given
+        // back, what is left is what the process holds.
+        malloc_trim(0);
+        auto rss_trimmed = resident_bytes();
         std::size_t left = 0;
         for (auto& path : room.paths()) left += co_await lock_node_count(*sessions.front(), path);
         bool sessions_lived = true;
@@ -101,6 +110,9 @@ report run_soak(const options& o) {
         add_value(r, "rss_after_first_round_bytes", static_cast<double>(rss_first));
         add_value(r, "rss_end_bytes", static_cast<double>(rss_end));
         add_value(r, "rss_most_bytes", static_cast<double>(rss_most));
+        add_value(r, "rss_end_after_malloc_trim_bytes", static_cast<double>(rss_trimmed));
+        add_value(r, "heap_in_use_after_first_round_bytes", static_cast<double>(heap_first));
+        add_value(r, "heap_in_use_end_bytes", static_cast<double>(heap_end));
         add_value(r, "acquisitions_per_s", static_cast<double>(rounds * waiters) / seconds);
         r.sound = exactly_once_rounds == rounds && left == 0;
         co_await remove_dir(*sessions.front(), dir, room.paths());

@@ -7,6 +7,7 @@
 #include <asio/use_awaitable.hpp>
 #include <algorithm>
 #include <fstream>
+#include <malloc.h>
 #include <stdexcept>
 #include <system_error>
 #include <zkasio/detail/lock_queue.hpp>
@@ -26,6 +27,10 @@ long process_status(const char* field) {
   throw std::runtime_error(std::string("no ") + field + " in /proc/self/status");
 }
 long resident_bytes() { return process_status("VmRSS:") * 1024; }
+long heap_in_use_bytes() {
+  auto info = mallinfo2();
+  return static_cast<long>(info.uordblks + info.hblkhd);
+}
 
 namespace {
 

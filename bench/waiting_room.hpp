@@ -19,6 +19,8 @@ namespace zkasio::bench {
 // /proc/self/status's `field` ("VmRSS:", "Threads:"), as a number.
 long process_status(const char* field);
 long resident_bytes();
+// What malloc has handed out and not had back (RSS also counts what it keeps).
+long heap_in_use_bytes();
 
 // The lock nodes under `path` (holders and waiters).
 asio::awaitable<std::size_t> lock_node_count(session& s, const std::string& path);
