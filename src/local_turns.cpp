@@ -12,6 +12,7 @@ void local_turns::enter(line_key key, const asio::any_io_executor& executor, com
   {
     std::lock_guard lock(guard_);
     auto& l = lines_[key];
+    if (l.ended) return fail({done, executor}, l.ended);
     if (l.taken) {
       l.waiting.push_back({done, executor});
       // (Runs on `executor` after the completion is marked done: a turn
@@ -42,6 +43,20 @@ std::shared_ptr<local_turns::turn> local_turns::try_take(line_key key) {
     l.taken = true;
   }
   return take(std::move(key));
+}
+
+void local_turns::session_ended(const line_key& key, std::error_code why) {
+  std::lock_guard lock(guard_);
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;  // nobody in it: whoever enters later sees the generation is over
+  it->second.ended = why;
+  for (auto& w : std::exchange(it->second.waiting, {})) fail(std::move(w), why);
+}
+
+void local_turns::fail(waiter w, std::error_code ec) {
+  asio::post(w.executor, [done = std::move(w.done), ec] {
+    if (!done->done()) done->complete(ec);
+  });
 }
 
 void local_turns::leave(line_key key) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <list>
 #include <zkasio/detail/known_nodes.hpp>
+#include <zkasio/detail/busy_backoff.hpp>
 #include <zkasio/detail/local_turns.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/detail/strand_latch.hpp>
@@ -45,11 +46,15 @@ lock_strand make_lock_strand(const asio::any_io_executor& executor) {
 struct engine_state {
   engine_state(session& owner, std::string path, lock_options options, queue_family family,
                std::optional<lock_strand> shared_strand)
-      : s(session_access::view(owner)), path(std::move(path)), options(std::move(options)), family(family),
+      : s(session_access::view(owner)), core(session_access::core(owner)), path(std::move(path)), options(std::move(options)), family(family),
         strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
         known(known_nodes::of(s.hosts(), this->path)),
         turns(family == queue_family::race ? local_turns::of(s.hosts(), this->path) : nullptr) {}
   session s;  // a view: what outlives the user's session object gets session_closed
+  // The session's core, named while the session object lived: the key of its
+  // lines in known_nodes and local_turns (session_in), which must still match
+  // when the session ends by the object's destruction (core(s) is null then).
+  std::weak_ptr<const session_core> core;
   std::string path;
   lock_options options;
   queue_family family;  // the recipe's node kinds
@@ -58,6 +63,8 @@ struct engine_state {
   std::shared_ptr<known_nodes> known;
   std::shared_ptr<local_turns> turns;  // the race recipes' (see local_turns.hpp)
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
+  bool listing_in_flight = false;  // sent, not answered (see fresh_listing)
+  busy_backoff busy;  // the pause before asking a busy server again (until_retry)
   // Withdraws report_session_end's wait (emitted on the strand).
   std::shared_ptr<asio::cancellation_signal> stop_reporting = std::make_shared<asio::cancellation_signal>();
 
@@ -69,7 +76,7 @@ struct engine_state {
   // node, which is the path itself.
   std::string full(std::string_view name) const { return name.empty() ? path : path + "/" + std::string(name); }
   session_ref session_in(std::uint64_t generation) const {
-    return {session_access::core(s), generation};
+    return {core, generation};
   }
 };
 
@@ -107,8 +114,13 @@ struct hold {
 struct grant {
   std::shared_ptr<hold> held;
   asio::cancellation_signal lost_signal;
-  // lost_slot()'s after the loss: each emitted once its caller has bound it.
-  std::list<asio::cancellation_signal> late_signals;
+  // lost_slot()'s after the loss: each emitted once its caller has bound it,
+  // then dropped once nothing is bound to it any more. On the strand.
+  struct late_signal {
+    asio::cancellation_signal signal;
+    bool emitted = false;
+  };
+  std::list<late_signal> late_signals;
   std::vector<completion_ptr<>> lost_waiters;  // async_wait_lost's; on the strand
   bool given_back = false;  // on the strand
   ~grant();
@@ -186,8 +198,27 @@ class background {
   std::shared_ptr<outcome> shared_;
 };
 
+// Sends the listing contenders are waiting to share (next_listing), if any;
+// it is in flight until its reply. On the strand.
+void send_next_listing(const std::shared_ptr<engine_state>& m) {
+  auto round = std::exchange(m->next_listing, nullptr);
+  if (!round) return;
+  m->listing_in_flight = true;
+  m->s.async_get_children(m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
+    round->ec = ec;
+    if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
+    round->ready.set();
+    m->listing_in_flight = false;
+    send_next_listing(m);
+  }));
+}
+
 // A listing sent after every request submitted so far (a session's requests
-// run in order): contenders that ask before it goes out share it.
+// run in order): contenders that ask before it goes out share it. At most
+// one is in flight per mutex object; those who ask meanwhile share the next,
+// sent when its reply is in: after a cut, thousands of contenders whose
+// replies trickle in would otherwise each send one, and thousands of
+// listings of thousands of names are gigabytes.
 //
 // Relies on the order of replies: see send_create.
 awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
@@ -196,20 +227,26 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
   if (!round) {
     round = m->next_listing = std::make_shared<listing_round>(m->strand);
     // Posted: the creates of every contender that runs before it go out first.
-    asio::post(m->strand, [m, round] {
-      m->next_listing.reset();
-      m->s.async_get_children(
-          m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
-            round->ec = ec;
-            if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
-            round->ready.set();
-          }));
-    });
+    if (!m->listing_in_flight) asio::post(m->strand, [m] { send_next_listing(m); });
   }
   co_await round->ready.async_wait(as_tuple(use_awaitable));
   if (!round->ready.is_set())
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
   co_return std::make_tuple(round->ec, round->view);
+}
+
+// Waits until a request that failed with `ec` (retryable; or none yet) may
+// be asked again: once connected, and after a server's busy answer
+// (throttled_op, session_moved: the connection stands) a pause first (see
+// busy_backoff.hpp). The session's error if it is over; operation_aborted
+// if cancelled during the pause.
+awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec) {
+  if (ec == error::throttled_op || ec == error::session_moved) {
+    asio::steady_timer pause(m->strand, m->busy.next(std::chrono::steady_clock::now()));
+    if (auto [pause_ec] = co_await pause.async_wait(as_tuple(use_awaitable)); pause_ec) co_return pause_ec;
+  }
+  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
+  co_return connect_ec;
 }
 
 // Deletes `name` (a node this process created for the ephemeral owner
@@ -243,8 +280,7 @@ awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::str
     if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
     if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec) {
+    if (auto connect_ec = co_await until_retry(m, ec)) {
       if (loss_of(connect_ec) == loss::session_over) m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
@@ -280,6 +316,11 @@ struct attempt {
   node_stat stat;                // its ephemeral_owner tells whose it is
   std::shared_ptr<create_reply> reply{};  // of the latest create
   std::shared_ptr<local_turns::turn> turn{};  // a race contender's (see local_turns.hpp)
+  // A race contender's session id in `generation`: a node it owns is this
+  // attempt's (with the turn). Not s.id() read later: a reply may be
+  // answered after the session expired and the next one began, whose own
+  // contender's node is not this attempt's. (Fair nodes carry their uuid.)
+  std::int64_t session_id = 0;
 };
 
 attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
@@ -294,40 +335,6 @@ attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
 // The node of its own owner that does not block an attempt.
 std::string_view exempt(const attempt& a) {
   return a.downgrade_of ? std::string_view(*a.downgrade_of) : std::string_view();
-}
-
-// After a failed or cancelled acquire: deletes the attempt's node if its
-// create took effect: by name when its reply came, else found by uuid (a
-// session's requests run in order, so a listing sent now sees a node created
-// before). Only a node whose ephemeral owner is the current session: a node
-// of an earlier session of this one went with it, and a node of another
-// process never carries our uuid (and is never taken for ours if it did).
-awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
-  auto& s = m->s;
-  while (a.node.name.empty()) {
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec) co_return connect_ec;  // the session is over: so is the node
-    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));  // as in find_lost_node
-    if (sync_ec == condition::retryable) continue;
-    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
-    // The create's reply, if it came, came before this listing's.
-    if (auto& reply = *a.reply; reply.done && !reply.ec) {
-      a.node = reply.node;
-      a.stat = reply.stat;
-      break;
-    }
-    if (ec == condition::retryable) continue;
-    if (ec) co_return ec;
-    auto found = find_by_uuid(kids.names, a.uuid);
-    if (!found) co_return std::error_code{};
-    auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
-    if (stat_ec == condition::retryable) continue;
-    if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return stat_ec;
-    a.node = std::move(*found);
-    a.stat = *st;
-  }
-  if (a.gone) co_return std::error_code{};
-  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
 }
 
 // Completes with true as soon as the node at `path` is not the incarnation
@@ -539,8 +546,7 @@ bool ride_through(std::error_code ec, const session& s, const attempt& a) {
 awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
   auto ec = co_await create_parents(*m, path);
   if (!ride_through(ec, m->s, a)) co_return ec;
-  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
-  if (connect_ec) co_return connect_ec;
+  if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
   co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
 }
 
@@ -548,40 +554,80 @@ awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::st
 // by its uuid, owned by the current session. nullopt: it is not there: create
 // again. session_expired when the session expired meanwhile: the node, if it
 // was made, went with it, and like every waiter of that session this one
-// ends (it is not queued again in the next session).
+// ends (it is not queued again in the next session). `create_ec`: how the
+// create failed (a busy server's answer: a pause first, see until_retry).
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
-awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a) {
+awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a,
+                                                 std::error_code create_ec) {
   auto& s = m->s;
   auto expired = [&] { return s.generation() != a.generation; };
-  // Asked again while the connection fails (a lookup cut off is not an answer).
-  for (;;) {
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec) co_return listing(connect_ec, nullptr);
+  // Asked again while the connection fails (a lookup cut off is not an
+  // answer): `failed` is the last request's error, create_ec at first.
+  for (std::error_code failed = create_ec;;) {
+    if (auto connect_ec = co_await until_retry(m, failed)) co_return listing(connect_ec, nullptr);
     if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
     // Reconnected maybe to another server: it must have seen the create, if
     // the leader applied it, before it is asked.
-    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-    if (ride_through(sync_ec, s, a)) continue;
-    if (sync_ec && sync_ec != error::no_node) co_return listing(sync_ec, nullptr);
-    auto [list_ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (ride_through(failed, s, a)) continue;
+    if (failed && failed != error::no_node) co_return listing(failed, nullptr);
+    // (Shared: after a cut, every contender whose create was in flight looks;
+    // thousands of listings of thousands of names would be gigabytes.)
+    std::shared_ptr<const queue_view> view;
+    std::tie(failed, view) = co_await fresh_listing(m);
     // (A listing answered in a later session would not show the node either.)
     if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
-    if (ride_through(list_ec, s, a)) continue;
-    if (list_ec == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
-    if (list_ec) co_return listing(list_ec, nullptr);
-    auto found = find_by_uuid(kids.names, a.uuid);
+    if (ride_through(failed, s, a)) continue;
+    if (failed == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
+    if (failed) co_return listing(failed, nullptr);
+    auto found = find_by_uuid(view->nodes, a.uuid);
     if (!found) co_return std::nullopt;
-    auto [stat_ec, st] = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+    std::optional<node_stat> st;
+    std::tie(failed, st) = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
     if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
-    if (ride_through(stat_ec, s, a)) continue;
-    if (stat_ec) co_return listing(stat_ec, nullptr);
+    if (ride_through(failed, s, a)) continue;
+    if (failed) co_return listing(failed, nullptr);
     if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
-    a.node = std::move(*found);
+    a.node = *found;
     a.stat = *st;
     m->known->add(a.node, m->session_in(a.generation), exempt(a));
-    co_return listing(std::error_code{},
-                      std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family))));
+    // The shared view was made before the contenders it answers knew their
+    // nodes: the part up to mine (all a decision reads) is made again with
+    // what is known now, lest nodes before mine that this process knows make
+    // me list again once my predecessor goes. (One at a time on the strand:
+    // a decision drops its view before the next.)
+    auto mine = static_cast<std::size_t>(found - view->nodes.data());
+    if (view->others_before[mine] > 0)
+      view = std::make_shared<const queue_view>(
+          m->known->view({view->nodes.begin(), view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1}));
+    co_return listing(std::error_code{}, std::move(view));
   }
+}
+
+// After a failed or cancelled acquire: deletes the attempt's node if its
+// create took effect: by name when its reply came, else found by uuid (a
+// session's requests run in order, so a listing sent now sees a node created
+// before). Only a node whose ephemeral owner is the current session: a node
+// of an earlier session of this one went with it, and a node of another
+// process never carries our uuid (and is never taken for ours if it did).
+awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
+  // No reply yet: found as after a lost reply. (The reply, if it comes, comes
+  // before the lookup's listing, which shows the node then.)
+  if (a.node.name.empty()) {
+    auto found = co_await find_lost_node(m, a, {});
+    if (!found) co_return std::error_code{};  // not made, or gone already
+    // The session over: so is the node.
+    if (auto ec = std::get<0>(*found)) co_return ec == error::session_expired ? std::error_code{} : ec;
+  }
+  if (a.gone) co_return std::error_code{};
+  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
+}
+
+// After a request of the acquire failed with `ec`: lists again once it may
+// (until_retry).
+awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::error_code ec) {
+  if (auto connect_ec = co_await until_retry(m, ec)) co_return listing(connect_ec, nullptr);
+  co_return co_await fresh_listing(m);
 }
 
 // Creates this attempt's node and lists the queue in one round trip; after a
@@ -601,7 +647,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     a.stat = reply->stat;
     auto create_ec = reply->ec;
     if (!create_ec) {
-      if (std::get<0>(listed)) listed = co_await fresh_listing(m);
+      if (auto list_ec = std::get<0>(listed)) listed = co_await relist_when_connected(m, list_ec);
       co_return listed;
     }
     // No parent: create it (as a container, which the server may remove again
@@ -613,7 +659,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     // A connection lost (or a request timed out) before the reply: the
     // create may have been applied.
     if (create_ec != condition::retryable) co_return listing(create_ec, nullptr);
-    if (auto found = co_await find_lost_node(m, a)) co_return std::move(*found);
+    if (auto found = co_await find_lost_node(m, a, create_ec)) co_return std::move(*found);
   }
 }
 
@@ -688,12 +734,6 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   return first;
 }
 
-awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m) {
-  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
-  if (connect_ec) co_return listing(connect_ec, nullptr);
-  co_return co_await fresh_listing(m);
-}
-
 // The whole acquire: create, then wait in the queue until first.
 awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_state> m,
                                                       std::optional<owner> who, bool try_once,
@@ -705,7 +745,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
   auto [ec, view] = co_await create_node(m, a);
   for (;;) {
     if (ride_through(ec, s, a) && a.node.name.size()) {
-      std::tie(ec, view) = co_await relist_when_connected(m);
+      std::tie(ec, view) = co_await relist_when_connected(m, ec);
       continue;
     }
     if (ec) co_return std::make_tuple(ec, lock{});
@@ -723,10 +763,11 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     bool relisted = false;
     if (verdict.what == lock_verdict::wait) {
       auto [wait_ec, next] = co_await wait_turn(m, a, std::move(verdict.predecessor), verdict.relist_after);
-      if (ride_through(wait_ec, s, a)) wait_ec = {};
+      std::error_code cut_off;
+      if (ride_through(wait_ec, s, a)) cut_off = std::exchange(wait_ec, {});
       if (wait_ec) co_return std::make_tuple(wait_ec, lock{});
       relisted = next == turn::relist;
-      if (relisted) std::tie(ec, view) = co_await relist_when_connected(m);
+      if (relisted) std::tie(ec, view) = co_await relist_when_connected(m, cut_off);
     }
     if (relisted) continue;
     // First by what this process knows (a listing would have shown mine), or
@@ -734,7 +775,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     if (verdict.what == lock_verdict::wait || a.confirm_owner) {
       auto [check_ec, there] = co_await still_there(m, a);
       if (ride_through(check_ec, s, a)) {
-        std::tie(ec, view) = co_await relist_when_connected(m);
+        std::tie(ec, view) = co_await relist_when_connected(m, check_ec);
         continue;
       }
       if (check_ec) co_return std::make_tuple(check_ec, lock{});
@@ -748,10 +789,19 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     // read node is known (see known_nodes): a writer of this process that saw
     // the write node go before would not have seen the read node.
     // (After a sync: the server answering may lag behind the leader.)
+    // (Cut off, it lists again and decides again, as above.)
     if (a.downgrade_of) {
       auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      if (ride_through(sync_ec, s, a)) {
+        std::tie(ec, view) = co_await relist_when_connected(m, sync_ec);
+        continue;
+      }
       if (sync_ec) co_return std::make_tuple(sync_ec, lock{});
       auto [check_ec, st] = co_await s.async_exists(m->full(*a.downgrade_of), as_tuple(use_awaitable));
+      if (ride_through(check_ec, s, a)) {
+        std::tie(ec, view) = co_await relist_when_connected(m, check_ec);
+        continue;
+      }
       if (check_ec) co_return std::make_tuple(check_ec, lock{});
       if (!st || st->ephemeral_owner != a.stat.ephemeral_owner)
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
@@ -847,17 +897,23 @@ awaitable<std::tuple<std::error_code, lock>> settle(awaitable<std::tuple<std::er
 // With lock_options::requeue_on_expiry, an acquire whose session expired
 // while it waited (its node went with the session; it held nothing) queues
 // again, as a new attempt, in the session that follows, within the same
-// deadline. Not a try, and not without a session to follow
-// (reconnect_on_expiry off, or closed).
-bool queue_again(std::error_code ec, const engine_state& m, bool try_once) {
+// deadline. Not a try, and not without a session to follow: closed, or
+// expired for good (reconnect_on_expiry off). `generation`: the attempt's
+// session. (A session that will reconnect counts the new generation before
+// it says expired, session_impl::on_unrecoverable: so a new generation tells
+// from any thread that a session follows, where the state alone may still
+// say expired.)
+bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::uint64_t generation) {
   auto state = m.s.state();
-  return ec == error::session_expired && m.options.requeue_on_expiry && !try_once &&
-         state != session_state::expired && state != session_state::closed;
+  bool session_follows = state != session_state::closed &&
+                         (m.s.generation() != generation || state != session_state::expired);
+  return ec == error::session_expired && m.options.requeue_on_expiry && !try_once && session_follows;
 }
 
 std::atomic<std::uint64_t> next_owner_id{1};
 
-// Tells known_nodes when this mutex's session ends (see known_nodes.hpp),
+// Tells known_nodes, and a race recipe's local_turns, when this mutex's
+// session ends (see known_nodes.hpp and local_turns.hpp),
 // for as long as the mutex lives: one pending state wait per mutex, withdrawn
 // by ~engine_state.
 void report_session_end(std::weak_ptr<engine_state> weak, session_state known, std::uint64_t generation) {
@@ -872,8 +928,12 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
                    auto m = weak.lock();
                    if (!m || ec == asio::error::operation_aborted) return;
                    bool expired = m->s.generation() != generation || state == session_state::expired;
-                   if (expired || ec || state == session_state::closed || state == session_state::auth_failed)
+                   if (expired || ec || state == session_state::closed || state == session_state::auth_failed) {
                      m->known->session_ended(m->session_in(generation), expired);
+                     if (m->turns)
+                       m->turns->session_ended({m->core, generation},
+                                               make_error_code(expired ? error::session_expired : error::session_closed));
+                   }
                    if (!ec) report_session_end(weak, state, m->s.generation());
                  })));
 }
@@ -930,9 +990,15 @@ asio::cancellation_slot lock::lost_slot() {
   if (!lost()) return grant_->lost_signal.slot();
   // Lost already: a signal of its own, emitted after the caller (on the
   // strand) has bound it, so that a binding after the loss is not missed.
+  // Those emitted whose operation has let go of them go now (a loop that
+  // binds one per turn keeps a few, not one per turn).
+  std::erase_if(grant_->late_signals, [](auto& late) { return late.emitted && !late.signal.slot().has_handler(); });
   auto& late = grant_->late_signals.emplace_back();
-  asio::post(engine_->strand, [grant = grant_, &late] { late.emit(asio::cancellation_type::terminal); });
-  return late.slot();
+  asio::post(engine_->strand, [grant = grant_, &late] {
+    late.signal.emit(asio::cancellation_type::terminal);
+    late.emitted = true;
+  });
+  return late.signal.slot();
 }
 asio::any_io_executor lock::get_executor() const {
   if (!engine_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
@@ -1029,7 +1095,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       attempts.push_back(std::move(a));
       return discard(state, std::move(attempts));
     });
-    if (a.downgrade_of || !queue_again(std::get<0>(result), *state, request.try_once)) co_return result;
+    if (a.downgrade_of || !queue_again(std::get<0>(result), *state, request.try_once, a.generation)) co_return result;
     a = fresh_attempt(*state, request);
   }
 }
@@ -1048,9 +1114,15 @@ using guard_watch = strand_latch;
 awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
                                          std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
   auto& s = m->s;
+  // Cut off, it waits for the connection and lists again (its leases are
+  // still there while the session lives).
   for (;;) {
     if (guard->is_set()) co_return make_error_code(error::lock_lost);
     auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    if (ride_through(ec, s, mine.front())) {
+      if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
+      continue;
+    }
     if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return ec;
     std::vector<std::string> names;
@@ -1067,7 +1139,10 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
       if (guard->is_set()) co_return make_error_code(error::lock_lost);
       co_return std::error_code(asio::error::operation_aborted);
     }
-    if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) co_return watch_ec;
+    if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) {
+      if (!ride_through(watch_ec, s, mine.front())) co_return watch_ec;
+      if (auto connect_ec = co_await until_retry(m, watch_ec)) co_return connect_ec;
+    }
   }
 }
 
@@ -1077,6 +1152,7 @@ awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state>
                                                    std::shared_ptr<guard_watch> guard) {
   for (auto& a : mine) {
     auto [ec, listed] = co_await create_node(m, a);
+    if (ride_through(ec, m->s, a) && !a.node.name.empty()) ec = {};  // wait_for_room lists again
     if (!ec && a.generation != mine.front().generation) ec = make_error_code(error::session_expired);
     if (ec) co_return std::make_tuple(ec);
   }
@@ -1140,13 +1216,14 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
                                                                              lease_request request) {
   for (;;) {
     bool mutex_lost = false;
+    auto generation = leases->s.generation();
     auto result = co_await lease_attempt(leases, locks, request, mutex_lost);
     auto ec = std::get<0>(result);
     // The semaphore's mutex may be lost while the acquirer waits for room
     // (its session in trouble, maybe expiring): it held no lease, so with
     // requeue_on_expiry it queues again as well.
     bool mutex_gone = mutex_lost && ec == error::lock_lost && leases->options.requeue_on_expiry && !request.try_once;
-    if (!mutex_gone && !queue_again(ec, *leases, request.try_once)) co_return result;
+    if (!mutex_gone && !queue_again(ec, *leases, request.try_once, generation)) co_return result;
   }
 }
 
@@ -1173,7 +1250,7 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
 // ended meanwhile.
 // With `try_once`, lock_busy at once when it is another's turn.
 awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a, bool try_once) {
-  local_turns::line_key key{session_access::core(m->s), a.generation};
+  local_turns::line_key key{m->core, a.generation};
   if (try_once) {
     a.turn = m->turns->try_take(key);
     co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
@@ -1182,6 +1259,33 @@ awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a
     co_return ec;
   a.turn = m->turns->take(key);
   co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+}
+
+// Whether a race contender's create took effect, after it failed with
+// `create_ec` (retryable) or was cancelled: the node at the path, after a
+// sync, if the attempt's session owns it (with the session's turn, such a
+// node is this attempt's); nullopt if not. Asked again while the connection
+// fails; session_expired once the attempt's session is over (the node, if
+// made, went with it).
+awaitable<std::tuple<std::error_code, std::optional<node_stat>>> find_race_node(std::shared_ptr<engine_state> m,
+                                                                               const attempt& a,
+                                                                               std::error_code create_ec) {
+  auto& s = m->s;
+  auto failure = [](std::error_code ec) { return std::make_tuple(ec, std::optional<node_stat>()); };
+  // `failed`: the last request's error, create_ec at first.
+  for (std::error_code failed = create_ec;;) {
+    if (auto connect_ec = co_await until_retry(m, failed)) co_return failure(connect_ec);
+    if (s.generation() != a.generation) co_return failure(make_error_code(error::session_expired));
+    std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (ride_through(failed, s, a)) continue;
+    if (failed && failed != error::no_node) co_return failure(failed);
+    std::optional<node_stat> st;
+    std::tie(failed, st) = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+    if (ride_through(failed, s, a)) continue;
+    if (failed) co_return failure(failed);
+    if (st && st->ephemeral_owner != a.session_id) st.reset();
+    co_return std::make_tuple(std::error_code{}, st);
+  }
 }
 
 // Seed 003's non-fair way: create the one EPHEMERAL node at the path; if it
@@ -1197,6 +1301,14 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
     if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
   a.generation = s.generation();
   if (auto ec = co_await take_turn(m, a, try_once)) co_return failed(ec);
+  // The id of a.generation's session (if the generation is still
+  // a.generation below): read after the generation, which is counted after
+  // the old id is cleared, the new id coming with the handshake
+  // (session_impl::on_unrecoverable). 0: that session is not made yet.
+  while ((a.session_id = s.id()) == 0) {
+    if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
+    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+  }
   bool checked_orphan = false;
   for (int parents_made = 0;;) {
     if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
@@ -1215,13 +1327,13 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
       if (ride_through(stat_ec, s, a)) {
         checked_orphan = false;
-        if (auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable)); connect_ec) co_return failed(connect_ec);
+        if (auto connect_ec = co_await until_retry(m, stat_ec)) co_return failed(connect_ec);
         continue;
       }
       if (stat_ec) co_return failed(stat_ec);
       // A persistent node at the path would be waited for in vain.
       if (st && st->ephemeral_owner == 0) co_return failed(make_error_code(error::node_exists));
-      if (st && st->ephemeral_owner == s.id()) {
+      if (st && st->ephemeral_owner == a.session_id) {
         if (auto delete_ec = co_await delete_node(m, "", st->ephemeral_owner, st->czxid); delete_ec && delete_ec != error::lock_lost)
           co_return failed(delete_ec);
         continue;
@@ -1230,8 +1342,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
     if (ec == error::node_exists) {
       if (try_once) co_return failed(make_error_code(error::lock_busy));
       auto [wait_ec] = co_await s.async_wait_deleted(m->path, as_tuple(use_awaitable));
-      if (ride_through(wait_ec, s, a))
-        std::tie(wait_ec) = co_await s.async_connect(as_tuple(use_awaitable));
+      if (ride_through(wait_ec, s, a)) wait_ec = co_await until_retry(m, wait_ec);
       if (wait_ec) co_return failed(wait_ec);
       continue;
     }
@@ -1240,23 +1351,12 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       continue;
     }
     if (ec != condition::retryable) co_return failed(ec);
-    // The create may have taken effect: after a sync, the node is ours if
-    // this session owns it. (Asked again while the connection fails.)
-    for (;;) {
-      auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-      if (connect_ec) co_return failed(connect_ec);
-      if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
-      auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-      if (ride_through(sync_ec, s, a)) continue;
-      if (sync_ec && sync_ec != error::no_node) co_return failed(sync_ec);
-      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-      if (ride_through(stat_ec, s, a)) continue;
-      if (stat_ec) co_return failed(stat_ec);
-      if (st && st->ephemeral_owner == s.id()) {
-        a.stat = *st;
-        co_return std::make_tuple(std::error_code{}, granted(m, a, who));
-      }
-      break;
+    // The create may have taken effect.
+    auto [find_ec, mine] = co_await find_race_node(m, a, ec);
+    if (find_ec) co_return failed(find_ec);
+    if (mine) {
+      a.stat = *mine;
+      co_return std::make_tuple(std::error_code{}, granted(m, a, who));
     }
   }
 }
@@ -1265,17 +1365,10 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
 // create took effect (this session's node: the attempt has the session's
 // turn, which it keeps until then).
 awaitable<std::error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
-  auto& s = m->s;
-  for (;;) {
-    auto [connect_ec] = co_await s.async_connect(as_tuple(use_awaitable));
-    if (connect_ec || s.generation() != a.generation) co_return connect_ec;  // it went with its session
-    auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-    if (sync_ec == condition::retryable) continue;
-    auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-    if (stat_ec == condition::retryable) continue;
-    if (stat_ec || !st || st->ephemeral_owner != s.id()) co_return stat_ec;
-    co_return co_await delete_node(m, "", st->ephemeral_owner, a.stat.czxid ? a.stat.czxid : st->czxid);
-  }
+  auto [ec, mine] = co_await find_race_node(m, a, {});
+  if (ec == error::session_expired) co_return std::error_code{};  // it went with its session
+  if (ec || !mine) co_return ec;
+  co_return co_await delete_node(m, "", mine->ephemeral_owner, a.stat.czxid ? a.stat.czxid : mine->czxid);
 }
 
 }  // namespace
@@ -1296,7 +1389,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_s
       if (a.submitted && a.turn) removing.emplace_back(state->strand, remove_race_node(state, std::move(a)));
       return removing;
     });
-    if (!queue_again(std::get<0>(result), *state, request.try_once)) co_return result;
+    if (!queue_again(std::get<0>(result), *state, request.try_once, a.generation)) co_return result;
     a = fresh_attempt(*state, request);
   }
 }

@@ -213,11 +213,9 @@ room_verdict room_for(const std::vector<std::string>& children, const std::vecto
   return children.size() <= max ? room_verdict::granted : room_verdict::wait;
 }
 
-std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,
-                                      std::string_view uuid) {
-  for (const auto& child : children)
-    if (auto node = parse_lock_node(child); node && node->uuid == uuid) return node;
-  return std::nullopt;
+const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid) {
+  auto found = std::find_if(queue.begin(), queue.end(), [&](const lock_node& node) { return node.uuid == uuid; });
+  return found == queue.end() ? nullptr : &*found;
 }
 
 }  // namespace zkasio::detail

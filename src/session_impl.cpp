@@ -181,6 +181,17 @@ void session_impl::on_unrecoverable() {
     close_handle();
     return;
   }
+  // A session that will reconnect counts its next generation before it says
+  // expired: whoever sees expired (from any thread: the state and the
+  // generation are atomics) sees the new generation too, and knows that a
+  // session follows (the lock engine's queue_again relies on it). Its id is
+  // 0 from before that until the next handshake: whoever sees the new
+  // generation never sees the old id with it (the lock engine's race_for
+  // relies on it to tell its node).
+  if (options_.reconnect_on_expiry) {
+    id_.store(0, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
   set_state(session_state::expired);
   auto ec = make_error_code(error::session_expired);
   for (auto& parked : std::exchange(parked_reads_, {})) parked.fail(ec);
@@ -191,7 +202,6 @@ void session_impl::on_unrecoverable() {
     return;
   }
   close_handle();
-  generation_.fetch_add(1, std::memory_order_acq_rel);
   set_state(session_state::connecting);
   open_handle();
 }

@@ -11,8 +11,12 @@
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/use_future.hpp>
+#include <future>
 #include <set>
+#include <thread>
 #include <zkasio/election.hpp>
 #include <zkasio/race_mutex.hpp>
 
@@ -477,4 +481,106 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a race waiter rides through a lost
     co_await rode_through(w, generation);
     co_await w.held.async_release();
   }(), 30s);
+}
+
+TEST_CASE_FIXTURE(proxied_server, "the race mutex: a holder lost but kept across its session's expiry; the contender of that session waiting its turn ends at once, or queues again in the next session") {
+  for (bool requeue : {false, true}) {
+    CAPTURE(requeue);
+    session s(io, test_options(proxy.address(), 1s));
+    session observer(io, test_options(servers.hosts(), 10s));
+    auto path = "/race-kept-" + std::to_string(requeue);
+    race_mutex m(s, path, {.requeue_on_expiry = requeue});
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      acquire_outcome w(io);
+      m.async_acquire(w.handler());  // waits its session's turn, in this process
+      lost_signal_log lost(io);
+      lost.watch(held);
+      proxy.refuse_connections(true);
+      proxy.drop_now();
+      REQUIRE(co_await lost.fired.wait(5s));
+      CHECK(co_await settles(observer, path, election_mode::race, 0));  // the server expired the session
+      proxy.refuse_connections(false);
+      // The lost holder is kept (not released): its turn is of the old session.
+      REQUIRE(co_await w.done.wait(10s));
+      if (requeue) {
+        CHECK(!*w.ec);
+        CHECK(w.held.held());
+        co_await w.held.async_release(use_awaitable);
+      } else {
+        CHECK(*w.ec == error::session_expired);
+      }
+      co_await held.async_release(as_tuple(use_awaitable));
+      CHECK(co_await settles(observer, path, election_mode::race, 0));
+      co_await s.async_close(use_awaitable);
+    }(), 60s);
+  }
+}
+
+TEST_CASE_FIXTURE(proxied_server, "the race mutex: an attempt that reads its reply only after its session expired and the next began never takes the next session's holder's node for its own") {
+  // A multi-threaded io_context, one thread of which keeps the old attempt's
+  // strand busy until the next session's contender holds the node.
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+  std::promise<void> free_strand;
+  struct join_all {
+    std::vector<std::thread>& threads;
+    decltype(work)& guard;
+    std::promise<void>& free_strand;
+    ~join_all() {
+      try { free_strand.set_value(); } catch (const std::future_error&) {}
+      guard.reset();
+      for (auto& t : threads) t.join();
+    }
+  } joined{threads, work, free_strand};
+  session holder(io, test_options(servers.hosts(), 10s));
+  session s(io, test_options(proxy.address(), 1s));
+  const std::string path = "/race-late-reply";
+  race_mutex m_holder(holder, path), m_old(s, path), m_new(s, path);
+  auto held = m_holder.async_acquire(asio::use_future).get();
+  s.async_create("/race-late-marker", "", create_options{create_mode::ephemeral}, asio::use_future).get();
+  auto generation = s.generation();
+
+  // The old attempt's create finds the holder's node: its reply waits on the
+  // attempt's strand, which is kept busy.
+  auto creates = proxy.requests_forwarded(ZOO_CREATE2_OP) + proxy.requests_forwarded(ZOO_CREATE_OP);
+  proxy.hold_replies();
+  std::promise<std::error_code> old_outcome;
+  m_old.async_acquire([&](std::error_code ec, lock) { old_outcome.set_value(ec); });
+  REQUIRE(poll_until([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) + proxy.requests_forwarded(ZOO_CREATE_OP) > creates; }, 5000ms));
+  std::atomic<bool> busy{false};
+  asio::post(m_old.get_executor(), [&, until = free_strand.get_future()] {
+    busy = true;
+    until.wait();
+  });
+  REQUIRE(poll_until([&] { return busy.load(); }, 5000ms));
+  proxy.pass();
+  s.async_exists("/", asio::use_future).get();  // answered after the create: its reply is in
+
+  // The session expires; the next one begins.
+  proxy.refuse_connections(true);
+  proxy.drop_now();
+  REQUIRE(poll_until([&] { return !holder.async_exists("/race-late-marker", asio::use_future).get(); }, 10000ms));
+  proxy.refuse_connections(false);
+  REQUIRE(poll_until([&] { return s.generation() != generation && s.state() == session_state::connected; }, 10000ms));
+
+  // The next session's contender holds the node.
+  held.async_release(asio::use_future).get();
+  auto next = m_new.async_acquire_for(10s, asio::use_future).get();
+  auto exists_before = proxy.requests_forwarded(ZOO_EXISTS_OP);
+  auto deletes_before = proxy.requests_forwarded(ZOO_DELETE_OP);
+  free_strand.set_value();
+  // The old attempt looks at the node (is it an orphan of its session?) and
+  // then waits for its deletion (on the watch the session may share with the
+  // holder's monitor); it must not delete it.
+  REQUIRE(poll_until([&] { return proxy.requests_forwarded(ZOO_EXISTS_OP) > exists_before; }, 10000ms));
+  CHECK_FALSE(poll_until([&] { return proxy.requests_forwarded(ZOO_DELETE_OP) > deletes_before; }, 1000ms));
+  CHECK_FALSE(next.lost());
+  next.async_release(asio::use_future).get();
+  auto old_ec = old_outcome.get_future();
+  REQUIRE(old_ec.wait_for(10s) == std::future_status::ready);
+  CHECK(old_ec.get() == error::session_expired);
+  s.async_close(asio::use_future).get();
+  holder.async_close(asio::use_future).get();
 }

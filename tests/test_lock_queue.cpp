@@ -202,10 +202,11 @@ TEST_CASE("a semaphore's room: every child takes a slot, and all of mine must be
 
 TEST_CASE("finding a node by its uuid after a lost create reply") {
   std::vector<std::string> children{node(uuid_b, "0000000002"), "other", node(uuid_a, "0000000005")};
-  auto found = find_by_uuid(children, uuid_a);
-  REQUIRE(found.has_value());
+  auto queue = lock_queue(children);
+  auto found = find_by_uuid(queue, uuid_a);
+  REQUIRE(found);
   CHECK(found->name == node(uuid_a, "0000000005"));
-  CHECK_FALSE(find_by_uuid(children, uuid_c).has_value());
+  CHECK_FALSE(find_by_uuid(queue, uuid_c));
 }
 
 // ---------------------------------------------------------- read/write rule

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zookeeper/proto.h>
+#include <zookeeper/zookeeper.h>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
+#include <zkasio/race_mutex.hpp>
 
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
@@ -328,18 +330,6 @@ TEST_CASE("uuids differ in a forked child: a child never takes its parent's node
   CHECK(parent_uuid != mine);
 }
 
-namespace {
-// Waits (from a thread that runs no io_context) until `holds()`; false after `timeout`.
-template <class Predicate>
-bool poll_until(Predicate holds, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!holds()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-}  // namespace
 
 TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a multi-threaded io_context leave no node behind") {
   // Whichever session a create lands in, the attempt's node is deleted if its
@@ -629,6 +619,153 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a lost create reply, then the conn
   }(), 30s);
 }
 
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "creates in flight when the connection is lost: the contenders find their nodes with shared listings, not one each, and are granted in order") {
+  // (One listing of N names each for N contenders is N^2 names at once: with
+  // 10,000 waiters, gigabytes after every cut.)
+  constexpr std::size_t contenders = 50;
+  // The holder of the waiters' session (which outlives the cut), so that
+  // every node before theirs is known (no listing as they are granted).
+  mutex m_holder(s, "/lookup-herd", {.policy = lost_policy::before_expiry}), m(s, "/lookup-herd");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    proxy.refuse_connections(true);
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_CREATE2_OP);
+    std::vector<std::unique_ptr<acquire_outcome>> waiters;
+    for (std::size_t i = 0; i < contenders; ++i) {
+      waiters.push_back(std::make_unique<acquire_outcome>(io));
+      m.async_acquire(waiters.back()->handler());
+    }
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    auto listings_before = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    proxy.refuse_connections(false);
+    REQUIRE(co_await settles_at(holder, "/lookup-herd", contenders + 1));
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_SYNC_OP) >= contenders; }, 10s));
+    co_await held.async_release();
+    std::vector<std::int64_t> tokens;
+    for (auto& w : waiters) {
+      REQUIRE(co_await w->done.wait(10s));
+      CHECK_FALSE(*w->ec);
+      tokens.push_back(w->held.fencing_token());
+      co_await w->held.async_release();
+    }
+    CHECK(s.generation() == generation);
+    CHECK(std::is_sorted(tokens.begin(), tokens.end()));  // granted in the order they asked
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) - listings_before;
+    CAPTURE(listings);
+    CHECK(listings < contenders / 2);  // one per batch of lookups (one each before)
+    CHECK(co_await settles_at(holder, "/lookup-herd", 0));
+  }(), 60s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a server that answers busy (throttled_op) is asked again after a pause that grows, not at once; the waiter rides through") {
+  mutex m_holder(holder, "/busy"), m(s, "/busy");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 6);
+    auto start = std::chrono::steady_clock::now();
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    // Its listing is answered busy six times, then it waits behind the holder.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) >= listings + 7; }, 10s));
+    // Asked again at once, the seven listings take a few milliseconds; with
+    // pauses of 10, 20, 40, 80 and 160 ms (the second right after the first),
+    // 310 ms at least.
+    CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+    co_await held.async_release();
+    co_await rode_through(w, generation);
+    co_await w.held.async_release();
+    CHECK(co_await settles_at(holder, "/busy", 0));
+  }(), 30s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a busy answer to a listing shared by many: they pause together and share the next, not a listing each after pauses of up to a second") {
+  constexpr std::size_t contenders = 20;
+  // The holder on the waiters' connect string: they know its node, so they
+  // list only to queue (and not again as the queue drains). The first
+  // contender's listing goes alone, the others share the next.
+  session near_holder(io, test_options(proxy.address(), 10s));
+  mutex m_holder(near_holder, "/busy-shared"), m(s, "/busy-shared");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    auto listings_before = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 2);
+    std::vector<std::unique_ptr<acquire_outcome>> waiters;
+    for (std::size_t i = 0; i < contenders; ++i) {
+      waiters.push_back(std::make_unique<acquire_outcome>(io));
+      m.async_acquire(waiters.back()->handler());
+    }
+    REQUIRE(co_await settles_at(holder, "/busy-shared", contenders + 1));
+    co_await held.async_release();
+    for (auto& w : waiters) {
+      co_await rode_through(*w, generation);
+      co_await w->held.async_release();
+    }
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) - listings_before;
+    CAPTURE(listings);
+    // The first contender's listing and the one the others share are
+    // answered busy; they ask again together after the pause: 5 here. (Each
+    // pausing longer than the last, 10 ms to 1 s, they asked again apart: 11.)
+    CHECK(listings <= 6);
+    CHECK(co_await settles_at(holder, "/busy-shared", 0));
+  }(), 60s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "an acquire cancelled while it pauses before asking a busy server again ends then, and its node goes") {
+  mutex m_holder(holder, "/busy-cancel"), m(s, "/busy-cancel");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    co_await waiter_connected();
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    // Busy for as long as it is asked: without the cancellation, the acquire
+    // would pause and ask for minutes.
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 1000);
+    asio::cancellation_signal cancel;
+    acquire_outcome w(io);
+    m.async_acquire(asio::bind_cancellation_slot(cancel.slot(), w.handler()));
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) >= listings + 6; }, 10s));
+    REQUIRE(co_await settles_at(holder, "/busy-cancel", 2));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await w.done.wait(5s));
+    CHECK(*w.ec == asio::error::operation_aborted);
+    CHECK(co_await settles_at(holder, "/busy-cancel", 1));  // its node went
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 0);
+    co_await held.async_release();
+    CHECK(co_await settles_at(holder, "/busy-cancel", 0));
+  }(), 30s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "two acquires share a listing; one cancelled while it waits for it ends at once, the other is granted; one node each, none left") {
+  mutex m_holder(holder, "/shared-cancel"), m(s, "/shared-cancel");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m_holder.async_acquire();
+    auto generation = co_await waiter_connected();
+    auto creates = proxy.requests_forwarded(ZOO_CREATE2_OP);
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    proxy.hold_replies();
+    asio::cancellation_signal cancel;
+    acquire_outcome cancelled(io), kept(io);
+    m.async_acquire(asio::bind_cancellation_slot(cancel.slot(), cancelled.handler()));
+    m.async_acquire(kept.handler());
+    // Both creates and one listing for both are out; no reply has come.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) == creates + 2 &&
+                                             proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) == listings + 1; }, 5s));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await cancelled.done.wait(5s));  // the replies still held
+    CHECK(*cancelled.ec == asio::error::operation_aborted);
+    CHECK_FALSE(kept.done.happened());
+    proxy.pass();
+    REQUIRE(co_await settles_at(holder, "/shared-cancel", 2));  // the holder's and the kept one's
+    co_await held.async_release();
+    co_await rode_through(kept, generation);
+    co_await kept.held.async_release();
+    CHECK(co_await settles_at(holder, "/shared-cancel", 0));
+  }(), 30s);
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 1s));
@@ -682,6 +819,32 @@ TEST_CASE("what outlives the session object gets session_closed: a lock, a mutex
     CHECK(co_await settles_at(holder, path, 1));
     co_await held.async_release(use_awaitable);
   }(), 30s);
+}
+
+TEST_CASE_TEMPLATE("a waiter behind a kept holder of its own session ends with session_closed when the session object goes", Mutex,
+                   mutex, race_mutex) {
+  // The waiter waits in this process (the holder's node is of its session):
+  // only the session's end, said by the session object's destruction, ends it.
+  asio::io_context io;
+  session observer(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-session-gone-kept");
+  run(io, [&]() -> awaitable<void> {
+    auto s = std::make_unique<session>(io, test_options(shared_hosts()));
+    Mutex m(*s, path);
+    auto held = co_await m.async_acquire(use_awaitable);
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    co_await s->async_exists("/", use_awaitable);  // its first steps are taken
+    CHECK_FALSE(w.done.happened());
+    s.reset();
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK(*w.ec == error::session_closed);
+    CHECK(held.lost());
+  }(), 30s);
+  run(io, [&]() -> awaitable<void> {
+    auto [ec, st] = co_await observer.async_exists(path, as_tuple(use_awaitable));
+    CHECK((ec || !st || st->ephemeral_owner == 0));  // no node of that session
+  }(), 10s);
 }
 
 TEST_CASE("partial cancellation: the acquire ends at once, and later cancellations and deadlines still work") {

@@ -453,11 +453,14 @@ TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, 
     // A wait that starts after the loss completes at once.
     auto [late_ec] = co_await held.async_wait_lost(as_tuple(use_awaitable));
     CHECK_FALSE(late_ec);
-    // So does an operation bound to the lost signal after the loss.
-    asio::steady_timer late_work(io, 1h);
-    auto [late_work_ec] = co_await late_work.async_wait(
-        asio::bind_cancellation_slot(held.lost_slot(), as_tuple(use_awaitable)));
-    CHECK(late_work_ec == asio::error::operation_aborted);
+    // So does every operation bound to the lost signal after the loss, one
+    // after the other (the slots of those done are dropped as it goes).
+    for (int turn = 0; turn < 3; ++turn) {
+      asio::steady_timer late_work(io, 1h);
+      auto [late_work_ec] = co_await late_work.async_wait(
+          asio::bind_cancellation_slot(held.lost_slot(), as_tuple(use_awaitable)));
+      CHECK(late_work_ec == asio::error::operation_aborted);
+    }
     auto [release_ec] = co_await held.async_release(as_tuple(use_awaitable));
     CHECK(release_ec == error::lock_lost);
 

@@ -2,6 +2,7 @@
 // reached, several leases at once, FIFO, bad counts, and nothing left after
 // cancellation, timeouts and expiry.
 #include <doctest/doctest.h>
+#include <zookeeper/proto.h>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -226,6 +227,29 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter,
     co_await holder.async_remove("/sem/leases/an-operators-node", use_awaitable);
     co_await held.async_release(use_awaitable);
     CHECK(co_await nothing_left(holder, "/sem"));
+  }(), 30s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "an acquirer waiting for room rides through lost connections that its session survives: the watch cut, then the listing's reply lost") {
+  semaphore s_holder(holder, "/sem-ride", 1), s_waiter(s, "/sem-ride", 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await s_holder.async_acquire(use_awaitable);
+    auto generation = co_await waiter_connected();
+    acquire_outcome waiting(io);
+    s_waiter.async_acquire(waiting.handler());
+    // It waits for room: the holder's watch on its lease, the waiter's on its
+    // mutex node and on the leases' children.
+    REQUIRE(co_await eventually([&] { return watch_count(servers.host(1)) == 3; }));
+    proxy.drop_now();  // the watch on the leases is cut
+    REQUIRE(co_await eventually([&] { return proxy.connections_accepted() >= 2 && watch_count(servers.host(1)) == 3; }));
+    // Woken by the release, it lists the leases: that reply is lost with the connection.
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_GETCHILDREN2_OP);
+    co_await held.async_release(use_awaitable);
+    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    co_await rode_through(waiting, generation);
+    co_await waiting.held.async_release(use_awaitable);
+    CHECK(co_await nothing_left(holder, "/sem-ride"));
   }(), 30s);
 }
 

@@ -11,6 +11,7 @@
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <atomic>
 #include <thread>
 #include <zkasio/session.hpp>
 
@@ -200,6 +201,29 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
     });
     co_await s.async_exists("/theirs", use_awaitable);
 
+    // Another thread watches the state and the generation throughout: a
+    // session that will reconnect counts its new generation before it says
+    // expired, so expired is never seen with the old one (the lock engine
+    // relies on it to requeue waiters, lock_engine.cpp's queue_again).
+    // Nor is the old session's id seen with the new generation: the id is
+    // 0 until the new session's handshake (the race recipes rely on it to
+    // tell their node, lock_engine.cpp's race_for).
+    std::atomic<bool> watching{true}, expired_with_old_generation{false}, new_generation_with_old_id{false};
+    std::thread watcher([&] {
+      while (watching.load()) {
+        if (s.state() == session_state::expired && s.generation() == 0) expired_with_old_generation = true;
+        if (s.generation() == 1 && s.id() == first_id) new_generation_with_old_id = true;
+      }
+    });
+    struct stop_watching {
+      std::atomic<bool>& watching;
+      std::thread& watcher;
+      ~stop_watching() {
+        watching = false;
+        watcher.join();
+      }
+    } stop{watching, watcher};
+
     // Cut the client off until the server expires its session (the ephemeral
     // node goes), then let it back.
     proxy.refuse_connections(true);
@@ -213,6 +237,8 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
     CHECK(*pending == condition::session_gone);
     co_await s.async_connect(use_awaitable);
     CHECK(s.generation() == 1);
+    CHECK_FALSE(expired_with_old_generation.load());
+    CHECK_FALSE(new_generation_with_old_id.load());
     CHECK(s.id() != first_id);
     // The new session works.
     co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);

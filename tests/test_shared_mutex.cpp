@@ -2,6 +2,7 @@
 // exclude under load, the queue's order, the downgrade, reentry, and nothing
 // left after cancellation, timeouts and expiry.
 #include <doctest/doctest.h>
+#include <zookeeper/proto.h>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -175,6 +176,27 @@ TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock
     CHECK(co_await settles_at(a, path, 0, 10s, read_write));
   }());
   }
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "downgrade: a check cut off by a lost connection that the session survives is asked again; the read lock is granted") {
+  shared_mutex m(s, "/downgrade-ride");
+  run(io, [&]() -> awaitable<void> {
+    owner me;
+    auto generation = co_await waiter_connected();
+    auto w = co_await m.async_lock(me, use_awaitable);
+    // The downgrade checks that its write node is still there after a sync:
+    // that sync's reply is lost with the connection.
+    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_SYNC_OP);
+    auto [ec, r] = co_await m.async_lock_shared(me, as_tuple(use_awaitable));
+    CHECK(proxy.wait_cut(0ms));
+    CHECK_FALSE(ec);
+    CHECK(r.held());
+    CHECK(s.generation() == generation);
+    CHECK((co_await lock_nodes(holder, "/downgrade-ride", read_write)).size() == 2);
+    co_await w.async_release(use_awaitable);
+    co_await r.async_release(use_awaitable);
+    CHECK(co_await settles_at(holder, "/downgrade-ride", 0, 10s, read_write));
+  }(), 30s);
 }
 
 TEST_CASE("reentry by owner: the same lock again shares its node; a reader asking for the write lock fails at once") {

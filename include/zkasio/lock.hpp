@@ -70,7 +70,7 @@ struct lock_options {
   // session_expired (false), or queues again in the session that follows
   // (session_options::reconnect_on_expiry), as the last in line, within its
   // own deadline (true). A waiter loses nothing with its session but its
-  // place in the queue. Not for the semaphore.
+  // place in the queue. (A semaphore's acquirer queues again for its mutex.)
   bool requeue_on_expiry = false;
   // The ACL of every node an acquire creates: its own, and the lock path and
   // its parents when they are missing. By default (nullopt), with a session
@@ -241,6 +241,11 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // strand): bind it at once, on the strand, and the bound operation is
   // cancelled as if the loss came after. A slot kept from before the loss
   // and bound after it is never emitted: take the slot where you bind it.
+  // Before the loss it is one slot per lock object, and like any Asio slot
+  // it holds one handler: binding a second operation to it replaces the
+  // first's (which is then not cancelled by the loss). To stop several
+  // operations at once, use async_wait_lost (any number of waits) or a
+  // signal of your own that one handler on this slot emits.
   asio::cancellation_slot lost_slot();
   asio::any_io_executor get_executor() const;  // a strand
 

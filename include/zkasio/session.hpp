@@ -91,11 +91,16 @@ class session {
   session_state state() const noexcept {
     return observe([](const core& c) { return c.state(); }, session_state::closed);
   }
-  std::int64_t id() const noexcept {  // 0 before the first connection
+  // 0 before the first connection, and with reconnect_on_expiry from an
+  // expiry until the next session's handshake: read after generation(), it
+  // is that generation's id or 0, never an earlier one's.
+  std::int64_t id() const noexcept {
     return observe([](const core& c) { return c.id(); }, std::int64_t{0});
   }
   // Counts the ZooKeeper sessions started after expiry: when it changes, every
-  // ephemeral node and watch of the earlier session is gone.
+  // ephemeral node and watch of the earlier session is gone. With
+  // reconnect_on_expiry it changes before the state says expired (so a
+  // thread that sees expired sees the new generation: a session follows).
   std::uint64_t generation() const noexcept {
     return observe([](const core& c) { return c.generation(); }, std::uint64_t{0});
   }

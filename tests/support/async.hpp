@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace zkasio::test {
 
@@ -103,5 +104,16 @@ class test_event {
   int needed_;
   int count_ = 0;
 };
+
+// Waits (from a thread that runs no io_context) until `holds()`; false after `timeout`.
+template <class Predicate>
+bool poll_until(Predicate holds, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 }  // namespace zkasio::test

@@ -14,7 +14,10 @@
 // shared by every race engine on the path (a process-wide table of weak
 // references, per_path.hpp); one line per (session, generation) in it, which
 // exists while someone is in it. A new generation (the session expired: its
-// nodes went with it) is a new line. Lines are keyed by the session core's
+// nodes went with it) is a new line. When a session ends (expires or is
+// closed) its line ends (session_ended): those waiting in it, and those who
+// come later, fail at once, though the turn may still be held (a lost hold
+// keeps it until released). Lines are keyed by the session core's
 // control block (a weak reference), so a later session never takes an
 // earlier one's line.
 //
@@ -28,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <zkasio/detail/completion.hpp>
 
@@ -64,6 +68,11 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   // The turn at once if nobody is in `key`'s line, else null.
   std::shared_ptr<turn> try_take(line_key key);
 
+  // `key`'s session ended (said by every engine on it, see
+  // report_session_end in lock_engine.cpp): its waiters, and whoever enters
+  // after, complete with `why`.
+  void session_ended(const line_key& key, std::error_code why);
+
   // Lines, for tests.
   std::size_t lines() const;
 
@@ -75,6 +84,7 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   struct line {
     bool taken = false;  // someone's turn
     std::deque<waiter> waiting;
+    std::error_code ended;  // the session's end, once said
   };
   struct key_less {
     bool operator()(const line_key& a, const line_key& b) const {
@@ -85,6 +95,8 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   using line_map = std::map<line_key, line, key_less>;
 
   void leave(line_key key);
+  // Completes `w` with `ec` on its executor, unless cancelled meanwhile.
+  static void fail(waiter w, std::error_code ec);
   // With guard_ held: passes `key`'s turn to its next waiter, or ends the line.
   void pass_on(line_map::iterator it);
 

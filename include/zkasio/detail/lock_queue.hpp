@@ -120,9 +120,8 @@ enum class room_verdict { granted, wait, missing };
 room_verdict room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
                       std::size_t max);
 
-// The node with `uuid` in `children`, if any: how a contender finds its node
-// after a create whose reply was lost.
-std::optional<lock_node> find_by_uuid(const std::vector<std::string>& children,
-                                      std::string_view uuid);
+// The node with `uuid` in `queue` (from lock_queue), or nullptr: how a
+// contender finds its node after a create whose reply was lost.
+const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid);
 
 }  // namespace zkasio::detail
