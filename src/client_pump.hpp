@@ -26,10 +26,12 @@ class client_pump {
   using strand_type = asio::strand<asio::any_io_executor>;
 
   // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
-  // (expired or authentication failed). `keep_alive` (the owner) is held by every pending wait, and only by them.
+  // (expired or authentication failed).
   client_pump(const strand_type& strand, const session_options* options,
               std::function<void()> on_unrecoverable);
 
+  // Drives `zh` from now on. `keep_alive` (the owner) is held by every
+  // pending wait, and only by them.
   void attach(zhandle_t* zh, std::shared_ptr<void> keep_alive);
   // Cancels the waits and closes the duplicate (the C client's socket stays).
   void detach();

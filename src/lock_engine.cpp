@@ -927,14 +927,21 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
                                                     std::error_code ec, session_state state) {
                    auto m = weak.lock();
                    if (!m || ec == asio::error::operation_aborted) return;
-                   bool expired = m->s.generation() != generation || state == session_state::expired;
-                   if (expired || ec || state == session_state::closed || state == session_state::auth_failed) {
-                     m->known->session_ended(m->session_in(generation), expired);
+                   auto ended = [&](std::uint64_t g, bool expired) {
+                     m->known->session_ended(m->session_in(g), expired);
                      if (m->turns)
-                       m->turns->session_ended({m->core, generation},
+                       m->turns->session_ended({m->core, g},
                                                make_error_code(expired ? error::session_expired : error::session_closed));
-                   }
-                   if (!ec) report_session_end(weak, state, m->s.generation());
+                   };
+                   // Every generation that passed expired (two may pass
+                   // before this handler runs).
+                   auto current = m->s.generation();
+                   for (auto g = generation; g < current; ++g) ended(g, true);
+                   if (state == session_state::expired && current == generation)
+                     ended(current, true);  // for good (no reconnect_on_expiry)
+                   else if (ec || state == session_state::closed || state == session_state::auth_failed)
+                     ended(current, false);
+                   if (!ec) report_session_end(weak, state, current);
                  })));
 }
 
@@ -1253,6 +1260,7 @@ awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a
   local_turns::line_key key{m->core, a.generation};
   if (try_once) {
     a.turn = m->turns->try_take(key);
+    if (m->s.generation() != a.generation) co_return make_error_code(error::session_expired);
     co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
   }
   if (auto ec = co_await wait_here(m, [&](completion_ptr<> done) { m->turns->enter(key, m->strand, std::move(done)); }))

@@ -104,7 +104,6 @@ void session_impl::start() { open_handle(); }
 
 void session_impl::open_handle() {
   c_client_scope scope(&options_);
-  ever_connected_ = false;
   zh_ = zookeeper_init2(options_.hosts.c_str(), &session_impl::session_watcher,
                         static_cast<int>(options_.session_timeout.count()), nullptr, this, 0,
                         &c_client_scope::forward);
@@ -144,7 +143,6 @@ void session_impl::session_watcher(zhandle_t*, int type, int state, const char*,
 
 void session_impl::on_session_event(int state) {
   if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) {
-    ever_connected_ = true;
     id_.store(zoo_client_id(zh_)->client_id, std::memory_order_release);
     timeout_ms_.store(zoo_recv_timeout(zh_), std::memory_order_release);
     // The server saw the session when it handled the handshake, sent on this

@@ -55,7 +55,7 @@ class session_impl final : public session_core,
   void close(completion_ptr<> done) override;
   void abandon() override;
 
-  // Used by the C callbacks (request.cpp, watches.cpp).
+  // Used by the C callbacks (requests.hpp, watches.cpp).
   std::error_code translate(int rc) const;
   // A reply came: the server saw the session at `submitted` at the latest.
   void note_answer(int rc, clock::time_point submitted);
@@ -123,9 +123,7 @@ class session_impl final : public session_core,
   session_options options_;
   zhandle_t* zh_ = nullptr;
   client_pump pump_;
-  bool ever_connected_ = false;  // in this handle: connecting vs suspended
   bool closing_ = false;
-  bool close_requested_ = false;
   std::vector<completion_ptr<>> connect_waiters_;
   std::list<std::pair<session_state, completion_ptr<session_state>>> state_waiters_;
   std::vector<completion_ptr<>> close_waiters_;
