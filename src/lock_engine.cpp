@@ -386,6 +386,20 @@ awaitable<loss> node_gone(std::shared_ptr<hold> h) {
   co_return ec ? loss_of(ec) : loss::node_gone;
 }
 
+// Until when the session is sure to live, as far as its replies tell: the
+// server cannot expire it before its last sight of it (last_contact) plus
+// the timeout; a safety margin before that. The lost signal fires then
+// (watch_session), and no grant is made after it (session_sure).
+std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
+  return m.s.last_contact() + m.s.negotiated_timeout() - m.options.safety_margin;
+}
+
+// Whether a grant may be made now. Not past sure_until: the replies that
+// decided it may have waited (this process paused, or a reply held up)
+// while the server expired the session and granted the next in line. Then
+// the acquire asks again: a reply to a request sent now moves last_contact.
+bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
+
 // Watches the holder's session: over, or closed; with `deadlines`, also
 // disconnected under on_suspend, or not confirmed by the ensemble's leader
 // for so long that the server could expire it a safety margin from now
@@ -404,7 +418,7 @@ awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation,
         co_return loss::may_be_lost;
       // The server cannot expire the session before its last sight of it
       // plus the timeout: fire a margin before that.
-      auto latest = s.last_contact() + s.negotiated_timeout() - options.safety_margin;
+      auto latest = sure_until(*h->engine);
       if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
       deadline.expires_at(latest);
     }
@@ -806,6 +820,10 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
       if (!st || st->ephemeral_owner != a.stat.ephemeral_owner)
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
     }
+    if (!session_sure(*m)) {  // decided on replies too old: decided again
+      std::tie(ec, view) = co_await relist_when_connected(m, {});
+      continue;
+    }
     co_return std::make_tuple(std::error_code{}, granted(m, a, who));
   }
 }
@@ -1136,7 +1154,9 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
     for (auto& a : mine) names.push_back(a.node.name);
     switch (room_for(kids.names, names, max)) {
       case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
-      case room_verdict::granted: co_return std::error_code{};
+      case room_verdict::granted:
+        if (session_sure(*m)) co_return std::error_code{};
+        continue;  // the listing too old (session_sure): listed again
       case room_verdict::wait: break;
     }
     if (try_once) co_return make_error_code(error::lock_busy);
@@ -1323,7 +1343,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
     a.submitted = true;
     auto [ec, made] = co_await s.async_create(m->path, a.data, create_options(create_mode::ephemeral, node_acl(*m)),
                                               as_tuple(use_awaitable));
-    if (!ec) {
+    if (!ec && session_sure(*m)) {
       a.stat = made.stat;
       co_return std::make_tuple(std::error_code{}, granted(m, a, who));
     }
@@ -1358,13 +1378,18 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       if (auto parents_ec = co_await make_parents(m, split_path(m->path).first, a)) co_return failed(parents_ec);
       continue;
     }
-    if (ec != condition::retryable) co_return failed(ec);
-    // The create may have taken effect.
-    auto [find_ec, mine] = co_await find_race_node(m, a, ec);
-    if (find_ec) co_return failed(find_ec);
-    if (mine) {
-      a.stat = *mine;
-      co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+    if (ec && ec != condition::retryable) co_return failed(ec);
+    // The create may have taken effect (its reply lost), or took effect but
+    // its reply came too late to be sure of the session (session_sure):
+    // looked up, until a look is recent enough.
+    for (;;) {
+      auto [find_ec, mine] = co_await find_race_node(m, a, std::exchange(ec, {}));
+      if (find_ec) co_return failed(find_ec);
+      if (!mine) break;  // made again
+      if (session_sure(*m)) {
+        a.stat = *mine;
+        co_return std::make_tuple(std::error_code{}, granted(m, a, who));
+      }
     }
   }
 }

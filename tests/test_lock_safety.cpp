@@ -847,6 +847,51 @@ TEST_CASE_TEMPLATE("a waiter behind a kept holder of its own session ends with s
   }(), 10s);
 }
 
+// The request with which an acquire looks again before a grant: the fair
+// queue lists again, the race looks at its node.
+template <class Mutex>
+constexpr std::int32_t look_again_op = ZOO_GETCHILDREN2_OP;
+template <>
+constexpr std::int32_t look_again_op<race_mutex> = ZOO_EXISTS_OP;
+
+TEST_CASE_TEMPLATE("replies that came too late to be sure of the session (a process paused, a reply held up) grant nothing: the acquire looks again",
+                   Mutex, mutex, race_mutex) {
+  // (Found by the chaos suite: a worker paused past its session's timeout
+  // read, once resumed, the replies that made it first, though the server
+  // had expired its session and granted the next in line meanwhile.)
+  proxied_server fixture;
+  auto& [servers, proxy, io] = fixture;
+  session s(io, test_options(proxy.address(), 10s));
+  // Sure of the session for 3 s after a reply (timeout 10 s, margin 7 s);
+  // held for longer, the replies cannot say that it lives.
+  Mutex m(s, "/too-late", {.safety_margin = 7s});
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);  // the path made
+    co_await first.async_release(use_awaitable);
+    auto looks = proxy.requests_forwarded(look_again_op<Mutex>);
+    auto creates = proxy.requests_forwarded(ZOO_CREATE2_OP);
+    proxy.hold_replies();
+    acquire_outcome w(io);
+    m.async_acquire(w.handler());
+    // Its requests are out (the fair queue's create and listing, the race's
+    // create); their replies are held until it cannot be sure of the session
+    // by them.
+    bool fair = std::is_same_v<Mutex, mutex>;
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) > creates &&
+                                             (!fair || proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) > looks); }, 5s));
+    auto sent = std::chrono::steady_clock::now();
+    REQUIRE(co_await eventually([&] { return std::chrono::steady_clock::now() >= sent + s.negotiated_timeout() - 7s; }, 10s));
+    proxy.pass();
+    REQUIRE(co_await w.done.wait(10s));
+    CHECK_FALSE(*w.ec);
+    // Granted after a look answered now (the fair queue's first listing was
+    // held; the race's create decided alone).
+    CHECK(proxy.requests_forwarded(look_again_op<Mutex>) > looks + (fair ? 1 : 0));
+    CHECK_FALSE(w.held.lost());
+    co_await w.held.async_release();
+  }(), 30s);
+}
+
 TEST_CASE("partial cancellation: the acquire ends at once, and later cancellations and deadlines still work") {
   asio::io_context io;
   session holder(io, test_options(shared_hosts())), s(io, test_options(shared_hosts()));
