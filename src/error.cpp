@@ -52,6 +52,9 @@ const char* describe(error e) noexcept {
     case error::not_fenced:
       return "a race recipe's lock cannot guard writes: ZooKeeper cannot tell its node from a later holder's "
              "(use zkasio::mutex)";
+    case error::invalid_safety_margin:
+      return "the lock's safety_margin is not below its session's negotiated timeout: every lock would be lost "
+             "as it is granted (make it smaller, or the session timeout longer)";
   }
   return nullptr;
 }
@@ -88,6 +91,7 @@ class error_category_impl final : public std::error_category {
       case error::would_deadlock:
       case error::invalid_lease_count:
       case error::not_fenced:
+      case error::invalid_safety_margin:
         return condition::caller_fault;
       default:
         return {value, *this};

@@ -400,6 +400,14 @@ std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
 // the acquire asks again: a reply to a request sent now moves last_contact.
 bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
 
+// Why no grant can ever be sure (session_sure), if none can: a margin not
+// below the timeout. (Asked when a grant was not sure: such a margin would
+// have the acquire look again for ever.)
+std::error_code never_sure(const engine_state& m) {
+  if (m.options.safety_margin < m.s.negotiated_timeout()) return {};
+  return make_error_code(error::invalid_safety_margin);
+}
+
 // Watches the holder's session: over, or closed; with `deadlines`, also
 // disconnected under on_suspend, or not confirmed by the ensemble's leader
 // for so long that the server could expire it a safety margin from now
@@ -821,6 +829,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
     }
     if (!session_sure(*m)) {  // decided on replies too old: decided again
+      if (auto never = never_sure(*m)) co_return std::make_tuple(never, lock{});
       std::tie(ec, view) = co_await relist_when_connected(m, {});
       continue;
     }
@@ -1156,6 +1165,7 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
       case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
       case room_verdict::granted:
         if (session_sure(*m)) co_return std::error_code{};
+        if (auto never = never_sure(*m)) co_return never;
         continue;  // the listing too old (session_sure): listed again
       case room_verdict::wait: break;
     }
@@ -1390,6 +1400,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
         a.stat = *mine;
         co_return std::make_tuple(std::error_code{}, granted(m, a, who));
       }
+      if (auto never = never_sure(*m)) co_return failed(never);
     }
   }
 }

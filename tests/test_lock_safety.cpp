@@ -892,6 +892,31 @@ TEST_CASE_TEMPLATE("replies that came too late to be sure of the session (a proc
   }(), 30s);
 }
 
+TEST_CASE_TEMPLATE("a safety_margin not below the session's timeout: the acquire fails with invalid_safety_margin, nothing left", Mutex,
+                   mutex, race_mutex) {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts(), 4s));
+  auto path = unique_path("safety-margin-too-long");
+  Mutex m(s, path, {.safety_margin = 4s});
+  run(io, [&]() -> awaitable<void> {
+    auto [ec, held] = co_await m.async_acquire(as_tuple(use_awaitable));
+    CHECK(ec == error::invalid_safety_margin);
+    CHECK(ec == condition::caller_fault);
+    CHECK_FALSE(held.held());
+  }(), 30s);
+  session observer(io, test_options(shared_hosts()));
+  run(io, [&]() -> awaitable<void> {
+    if constexpr (std::is_same_v<Mutex, mutex>) {
+      CHECK(co_await settles_at(observer, path, 0));
+    } else {  // the race's node is the path: gone (its removal runs in the background)
+      asio::steady_timer limit(io, 10s);
+      auto gone = co_await (observer.async_wait_deleted(path, as_tuple(use_awaitable)) ||
+                            limit.async_wait(as_tuple(use_awaitable)));
+      CHECK(gone.index() == 0);
+    }
+  }(), 30s);
+}
+
 TEST_CASE("partial cancellation: the acquire ends at once, and later cancellations and deadlines still work") {
   asio::io_context io;
   session holder(io, test_options(shared_hosts())), s(io, test_options(shared_hosts()));

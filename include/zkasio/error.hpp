@@ -57,6 +57,7 @@ enum class error : int {
   would_deadlock,        // a read holder asked for the write lock: it would wait for itself
   invalid_lease_count,   // a semaphore asked for no lease, or for more than it has
   not_fenced,            // guarded writes under a race recipe's lock, which nothing on the server fences
+  invalid_safety_margin, // a lock's safety_margin not below its session's negotiated timeout
 };
 
 const std::error_category& error_category() noexcept;
