@@ -397,7 +397,10 @@ std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
 // Whether a grant may be made now. Not past sure_until: the replies that
 // decided it may have waited (this process paused, or a reply held up)
 // while the server expired the session and granted the next in line. Then
-// the acquire asks again: a reply to a request sent now moves last_contact.
+// the acquire asks again after a sync sent now: its answer, which comes
+// through the leader, moves last_contact (a read's answer does not: a
+// follower answers reads alone). Also for reentry: a hold past sure_until
+// may be lost, whether or not its monitor has said so yet.
 bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
 
 // Why no grant can ever be sure (session_sure), if none can: a margin not
@@ -828,9 +831,10 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
       if (!st || st->ephemeral_owner != a.stat.ephemeral_owner)
         co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
     }
-    if (!session_sure(*m)) {  // decided on replies too old: decided again
+    if (!session_sure(*m)) {  // decided on replies too old: decided again, after a sync
       if (auto never = never_sure(*m)) co_return std::make_tuple(never, lock{});
-      std::tie(ec, view) = co_await relist_when_connected(m, {});
+      auto [sync_ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      std::tie(ec, view) = co_await relist_when_connected(m, sync_ec);
       continue;
     }
     co_return std::make_tuple(std::error_code{}, granted(m, a, who));
@@ -1100,7 +1104,7 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
       if (h->kind == node_kind::write) write = h;
       reads = reads || h->kind == node_kind::read;
     }
-  if (same) return {same->lost ? reentry::lost : reentry::again, same};
+  if (same) return {same->lost || !session_sure(m) ? reentry::lost : reentry::again, same};
   if (kind == node_kind::write && reads) return {reentry::deadlock};
   if (kind == node_kind::read && write) return {write->lost ? reentry::lost : reentry::downgrade, write};
   return {};
@@ -1166,7 +1170,10 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
       case room_verdict::granted:
         if (session_sure(*m)) co_return std::error_code{};
         if (auto never = never_sure(*m)) co_return never;
-        continue;  // the listing too old (session_sure): listed again
+        // The listing too old (session_sure): listed again after a sync
+        // (whose error, if any, the listing meets again).
+        co_await s.async_sync(m->path, as_tuple(use_awaitable));
+        continue;
       case room_verdict::wait: break;
     }
     if (try_once) co_return make_error_code(error::lock_busy);

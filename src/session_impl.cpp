@@ -31,10 +31,12 @@ namespace {
 // Codes that mean the request got no answer from the server (whatever the
 // C client says went wrong on its side: a failed reconnection completes the
 // queued requests with ZSYSTEMERROR, a reply out of order with
-// ZRUNTIMEINCONSISTENCY).
+// ZRUNTIMEINCONSISTENCY), or only the refusal of a busy server
+// (ZTHROTTLEDOP: refused before it was handled, so not through the leader,
+// and with no results).
 bool unanswered(int rc) {
   return rc != ZOK && (rc > ZAPIERROR || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZAUTHFAILED ||
-                       rc == ZNOTHING || rc == ZINVALIDCALLBACK || rc == ZNOWATCHER) &&
+                       rc == ZNOTHING || rc == ZINVALIDCALLBACK || rc == ZNOWATCHER || rc == ZTHROTTLEDOP) &&
          rc != ZBADARGUMENTS && rc != ZUNIMPLEMENTED;
 }
 

@@ -862,9 +862,11 @@ TEST_CASE_TEMPLATE("replies that came too late to be sure of the session (a proc
   proxied_server fixture;
   auto& [servers, proxy, io] = fixture;
   session s(io, test_options(proxy.address(), 10s));
-  // Sure of the session for 3 s after a reply (timeout 10 s, margin 7 s);
-  // held for longer, the replies cannot say that it lives.
-  Mutex m(s, "/too-late", {.safety_margin = 7s});
+  // Sure of the session for 1.5 s after a reply through the leader (timeout
+  // 10 s, margin 8.5 s); held for longer, the replies cannot say that it
+  // lives. (Well before the session's heartbeat, a sync 3.3 s after the last
+  // contact, whose answer would say so.)
+  Mutex m(s, "/too-late", {.safety_margin = 8500ms});
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);  // the path made
     co_await first.async_release(use_awaitable);
@@ -880,7 +882,7 @@ TEST_CASE_TEMPLATE("replies that came too late to be sure of the session (a proc
     REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) > creates &&
                                              (!fair || proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) > looks); }, 5s));
     auto sent = std::chrono::steady_clock::now();
-    REQUIRE(co_await eventually([&] { return std::chrono::steady_clock::now() >= sent + s.negotiated_timeout() - 7s; }, 10s));
+    REQUIRE(co_await eventually([&] { return std::chrono::steady_clock::now() >= sent + s.negotiated_timeout() - 8500ms; }, 10s));
     proxy.pass();
     REQUIRE(co_await w.done.wait(10s));
     CHECK_FALSE(*w.ec);
