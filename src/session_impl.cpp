@@ -231,7 +231,10 @@ bool lost_in_transit(int rc) {
 std::error_code session_impl::translate(int rc) const {
   switch (rc) {
     case ZOK: return {};
-    // The request got no answer: it may have been applied, or not.
+    // The request got no answer: it may have been applied, or not. The C
+    // client says so in several ways (ZOPERATIONTIMEOUT: its socket timed out
+    // while connecting), callers see one.
+    case ZOPERATIONTIMEOUT:
     case ZSYSTEMERROR:
     case ZRUNTIMEINCONSISTENCY: return make_error_code(error::connection_loss);
     // The handle is being closed: by its owner, or because the session expired.

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <asio/experimental/as_tuple.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
@@ -163,6 +164,26 @@ TEST_CASE("reads are sent again after a connection loss; writes are not") {
     REQUIRE(read_ec.has_value());
     CHECK(!*read_ec);
     CHECK(read.data == "kept");
+  }());
+}
+
+TEST_CASE("a reconnection that times out: the write queued meanwhile says connection_loss") {
+  // The proxy holds the handshake's answer, so the C client's connection
+  // attempt times out (after a third of the session timeout) and it fails the
+  // queued write with ZOPERATIONTIMEOUT: no answer, like any connection loss.
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 4s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/data", "kept", use_awaitable);
+    proxy.hold_replies();
+    proxy.drop_now();
+    REQUIRE(co_await reach(s, session_state::suspended));
+    auto [write_ec, st] = co_await s.async_set_data("/data", "x", asio::experimental::as_tuple(use_awaitable));
+    CHECK(write_ec == error::connection_loss);
+    proxy.pass();
+    REQUIRE(co_await reach(s, session_state::connected));
   }());
 }
 
