@@ -108,7 +108,7 @@ struct grant;
 // async_wait_lost's start, on the grant's strand.
 void wait_lost(grant& g, completion_ptr<> done);
 // A strand, type-erased: over an io_context's own executor when the session
-// runs on one (see make_lock_strand in lock_engine.cpp).
+// runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
 
 template <class Result>

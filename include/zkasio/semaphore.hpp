@@ -42,7 +42,7 @@ class semaphore : public detail::lock_object {
   semaphore(session& s, std::string_view path, std::size_t max_leases, lock_options options = {})
       : lock_object(s, leases_of(path, max_leases), options, detail::queue_family::semaphore),
         // One strand for both: the mutex's lost signal is bound by the
-        // acquire that waits for room (acquire_leases in lock_engine.cpp).
+        // acquire that waits for room (acquire_leases in engine_leases.cpp).
         locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks", std::move(options),
                                    detail::queue_family::mutex, get_executor())),
         path_(path),

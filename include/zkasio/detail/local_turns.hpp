@@ -69,7 +69,7 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   std::shared_ptr<turn> try_take(line_key key);
 
   // `key`'s session ended (said by every engine on it, see
-  // report_session_end in lock_engine.cpp): its waiters, and whoever enters
+  // report_session_end in engine.cpp): its waiters, and whoever enters
   // after, complete with `why`.
   void session_ended(const line_key& key, std::error_code why);
 

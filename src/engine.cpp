@@ -1,0 +1,72 @@
+// The engine object: its strand, its making, and its session's end told to
+// the process-wide tables.
+#include "engine.hpp"
+
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+
+namespace zkasio::detail {
+
+// The mutex's strand. Over an io_context's own executor when that is what the
+// session runs on: such a strand fits in any_io_executor's small buffer, so
+// the copies that every waiting coroutine makes allocate nothing.
+lock_strand make_lock_strand(const asio::any_io_executor& executor) {
+  if (auto* io = executor.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
+  return asio::make_strand(executor);
+}
+
+namespace {
+
+// Tells known_nodes, and a race recipe's local_turns, when this mutex's
+// session ends (see known_nodes.hpp and local_turns.hpp),
+// for as long as the mutex lives: one pending state wait per mutex, withdrawn
+// by ~engine_state.
+void report_session_end(std::weak_ptr<engine_state> weak, session_state known, std::uint64_t generation) {
+  auto m = weak.lock();
+  if (!m) return;
+  m->s.async_wait_state_change(
+      known, asio::bind_cancellation_slot(
+                 m->stop_reporting->slot(),
+                 // (The handler keeps the signal its slot belongs to.)
+                 asio::bind_executor(m->strand, [weak, generation, stop = m->stop_reporting](
+                                                    std::error_code ec, session_state state) {
+                   auto m = weak.lock();
+                   if (!m || ec == asio::error::operation_aborted) return;
+                   auto ended = [&](std::uint64_t g, bool expired) {
+                     m->known->session_ended(m->session_in(g), expired);
+                     if (m->turns)
+                       m->turns->session_ended({m->core, g},
+                                               make_error_code(expired ? error::session_expired : error::session_closed));
+                   };
+                   // Every generation that passed expired (two may pass
+                   // before this handler runs).
+                   auto current = m->s.generation();
+                   for (auto g = generation; g < current; ++g) ended(g, true);
+                   if (state == session_state::expired && current == generation)
+                     ended(current, true);  // for good (no reconnect_on_expiry)
+                   else if (ec || state == session_state::closed || state == session_state::auth_failed)
+                     ended(current, false);
+                   if (!ec) report_session_end(weak, state, current);
+                 })));
+}
+
+}  // namespace
+
+std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
+                                          queue_family family, std::optional<lock_strand> strand) {
+  if (auto problem = path_problem(path); !problem.empty())
+    throw std::system_error(make_error_code(error::invalid_path), problem);
+  if (path == "/")
+    throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
+  auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family, std::move(strand));
+  report_session_end(engine, s.state(), s.generation());
+  return engine;
+}
+
+lock_strand strand_of(const engine_state& engine) { return engine.strand; }
+
+const std::string& path_of(const engine_state& engine) { return engine.path; }
+
+queue_family family_of(const engine_state& engine) { return engine.family; }
+
+}  // namespace zkasio::detail

@@ -1,0 +1,349 @@
+// What the contender engine's files share (src only, not installed): the
+// engine's state, a hold and its grants, an acquire's attempt, and what more
+// than one of them uses. The engine is described in
+// zkasio/detail/lock_engine.hpp. Its files, one part each:
+//   engine.cpp          the engine object: its strand, its making, its session's end told
+//   engine_nodes.cpp    a contender's node: created (with parents), listed, found after a
+//                       lost reply, deleted
+//   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release
+//   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
+//                       the removal of its nodes, queueing again after an expiry
+//   engine_fair.cpp     the fair queue's acquire (mutex, shared_mutex, election)
+//   engine_leases.cpp   the semaphore's leases
+//   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
+//   engine_leader.cpp   who leads, the queue as seen from outside, revocation
+//   lock.cpp            the lock object and owner
+#pragma once
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <atomic>
+#include <list>
+#include <zkasio/detail/busy_backoff.hpp>
+#include <zkasio/detail/known_nodes.hpp>
+#include <zkasio/detail/local_turns.hpp>
+#include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/detail/strand_latch.hpp>
+
+namespace zkasio::detail {
+
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+using namespace asio::experimental::awaitable_operators;
+
+// The engine's strand over `executor` (engine.cpp).
+lock_strand make_lock_strand(const asio::any_io_executor& executor);
+
+// Curator's revocation request, written into the holder's node.
+constexpr std::string_view revoke_message = "__REVOKE__";
+
+struct listing_round;
+
+struct hold;
+
+struct engine_state {
+  engine_state(session& owner, std::string path, lock_options options, queue_family family,
+               std::optional<lock_strand> shared_strand)
+      : s(session_access::view(owner)), core(session_access::core(owner)), path(std::move(path)), options(std::move(options)), family(family),
+        strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
+        known(known_nodes::of(s.hosts(), this->path)),
+        turns(family == queue_family::race ? local_turns::of(s.hosts(), this->path) : nullptr) {}
+  session s;  // a view: what outlives the user's session object gets session_closed
+  // The session's core, named while the session object lived: the key of its
+  // lines in known_nodes and local_turns (session_in), which must still match
+  // when the session ends by the object's destruction (core(s) is null then).
+  std::weak_ptr<const session_core> core;
+  std::string path;
+  lock_options options;
+  queue_family family;  // the recipe's node kinds
+  lock_strand strand;
+  std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
+  std::shared_ptr<known_nodes> known;
+  std::shared_ptr<local_turns> turns;  // the race recipes' (see local_turns.hpp)
+  std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
+  bool listing_in_flight = false;  // sent, not answered (see fresh_listing)
+  busy_backoff busy;  // the pause before asking a busy server again (until_retry)
+  // Withdraws report_session_end's wait (emitted on the strand).
+  std::shared_ptr<asio::cancellation_signal> stop_reporting = std::make_shared<asio::cancellation_signal>();
+
+  ~engine_state() {
+    asio::dispatch(strand, [stop = stop_reporting] { stop->emit(asio::cancellation_type::terminal); });
+  }
+
+  // A contender's node by its name under the path; "": the race recipes'
+  // node, which is the path itself.
+  std::string full(std::string_view name) const { return name.empty() ? path : path + "/" + std::string(name); }
+  session_ref session_in(std::uint64_t generation) const {
+    return {core, generation};
+  }
+};
+
+// A listing of the lock's children shared by the contenders that asked for
+// one before it was sent.
+struct listing_round {
+  explicit listing_round(const lock_strand& strand) : ready(strand) {}
+  strand_latch ready;  // set when the reply is in
+  std::error_code ec;
+  std::shared_ptr<const queue_view> view;
+};
+
+// A node held, shared by the grants of one owner (reentrancy). Touched on the
+// mutex's strand, but for the flags that observers read from any thread.
+struct hold {
+  std::shared_ptr<engine_state> engine;
+  std::string name;  // under the lock path
+  std::string node;  // full path
+  node_kind kind = node_kind::lock;
+  std::int64_t czxid = 0;
+  std::int32_t version = 0;
+  std::int64_t owner_id = 0;  // the node's ephemeral owner
+  std::optional<owner> who;
+  int grants = 0;  // lock objects holding it
+  std::vector<std::weak_ptr<grant>> grant_list;
+  std::atomic<bool> released{false};
+  std::atomic<bool> lost{false};
+  asio::cancellation_signal stop_monitor;
+  std::shared_ptr<local_turns::turn> turn;  // a race hold's, until its node is deleted
+};
+
+// One lock object's share of a hold: its own lost signal.
+// Its share of the hold is given back when released, or else when it is
+// destroyed (a lock object dropped, or an async_release never started).
+struct grant {
+  std::shared_ptr<hold> held;
+  asio::cancellation_signal lost_signal;
+  // lost_slot()'s after the loss: each emitted once its caller has bound it,
+  // then dropped once nothing is bound to it any more. On the strand.
+  struct late_signal {
+    asio::cancellation_signal signal;
+    bool emitted = false;
+  };
+  std::list<late_signal> late_signals;
+  std::vector<completion_ptr<>> lost_waiters;  // async_wait_lost's; on the strand
+  bool given_back = false;  // on the strand
+  ~grant();
+  // Completes every async_wait_lost with `ec`. On the strand.
+  void end_lost_waits(std::error_code ec) {
+    for (auto& done : std::exchange(lost_waiters, {})) done->complete(ec);
+  }
+};
+
+// Why a holder may no longer hold.
+enum class loss {
+  none,            // the monitor was stopped (released)
+  node_gone,       // the node was deleted: known gone
+  session_over,    // the session expired (or its authentication failed): its nodes are gone
+  session_closed,  // closed by its owner: its nodes go at once, or (closed while
+                   // disconnected) when the server expires it
+  may_be_lost,     // revoked, or the policy's deadline: the node may still be there
+};
+
+// Runs `work` on `strand` to its end whatever happens to whoever waits for it
+// (a delete must go on when its caller gives up). Started at once.
+template <class T>
+class background {
+ public:
+  background(const lock_strand& strand, awaitable<T> work)
+      : shared_(std::make_shared<outcome>(strand)) {
+    asio::co_spawn(
+        strand,
+        [](awaitable<T> work, std::shared_ptr<outcome> o) -> awaitable<void> {
+          o->result = co_await std::move(work);
+          o->finished.set();
+        }(std::move(work), shared_),
+        asio::detached);
+  }
+  // Its result; nullopt when this wait was cancelled first.
+  awaitable<std::optional<T>> wait() {
+    auto o = shared_;
+    co_await o->finished.async_wait(as_tuple(use_awaitable));
+    co_return o->result;
+  }
+
+ private:
+  struct outcome {
+    explicit outcome(const lock_strand& strand) : finished(strand) {}
+    strand_latch finished;
+    std::optional<T> result;
+  };
+  std::shared_ptr<outcome> shared_;
+};
+
+// A create's outcome, filled in by its completion. Shared: a cancelled
+// acquire may be gone before the reply comes.
+struct create_reply {
+  bool done = false;
+  bool abandoned = false;  // its acquire ended first: the node is not adopted (its cleanup deletes it)
+  std::error_code ec;
+  lock_node node;
+  node_stat stat;
+};
+
+// What an acquire knows of its node.
+struct attempt {
+  node_kind kind = node_kind::lock;
+  // A downgrade (a write holder's read lock): the node takes the write node's
+  // sequence (a plain ephemeral create) so that no writer queued behind the
+  // write lock can pass the read lock; the write node does not block it.
+  std::optional<std::string> downgrade_of{};  // the write node's name
+  std::string uuid{};
+  std::string data{};  // written into the node
+  // Granted only once its node is seen owned by this session (an election:
+  // Curator's CURATOR-696 granted leadership on a node of an earlier session).
+  bool confirm_owner = false;
+  std::uint64_t generation = 0;  // of the session when the create was sent
+  bool submitted = false;        // a create may have taken effect
+  bool gone = false;             // the node is known to be gone
+  lock_node node;                // once known
+  node_stat stat;                // its ephemeral_owner tells whose it is
+  std::shared_ptr<create_reply> reply{};  // of the latest create
+  std::shared_ptr<local_turns::turn> turn{};  // a race contender's (see local_turns.hpp)
+  // A race contender's session id in `generation`: a node it owns is this
+  // attempt's (with the turn). Not s.id() read later: a reply may be
+  // answered after the session expired and the next one began, whose own
+  // contender's node is not this attempt's. (Fair nodes carry their uuid.)
+  std::int64_t session_id = 0;
+};
+
+using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
+
+// What an owner's acquire does with the holds it has on this lock object.
+struct reentry {
+  enum { none, again, lost, deadlock, downgrade } what = none;
+  std::shared_ptr<hold> h{};
+};
+
+// A wait in this process (known_nodes', local_turns'): `start(done)`
+// registers the completion `done`, which is completed on the engine's strand;
+// cancelling the wait withdraws it there.
+template <class Start>
+awaitable<std::error_code> wait_here(const std::shared_ptr<engine_state>& m, Start start) {
+  auto token = as_tuple(use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
+      [&](auto handler) { start(make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation)); },
+      token);
+  co_return ec;
+}
+
+// `work`, or lock_timeout at the deadline. (A frame of its own: a waiter
+// without a deadline carries no timer.)
+template <class Result>
+awaitable<Result> until(awaitable<Result> work, std::chrono::steady_clock::time_point deadline) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  // The timer never throws: cancelled, both branches would fail, and `||`
+  // would throw neither's exception but multiple_exceptions.
+  auto raced = co_await (std::move(work) || timer.async_wait(as_tuple(use_awaitable)));
+  if (raced.index() == 0) co_return std::move(std::get<0>(raced));
+  auto [timer_ec] = std::get<1>(raced);
+  Result result{};
+  std::get<0>(result) = timer_ec ? std::error_code(asio::error::operation_aborted) : make_error_code(error::lock_timeout);
+  co_return result;
+}
+
+// ----------------------------------------------------------- engine_nodes.cpp
+
+// A listing of the lock's children, shared with the contenders that ask
+// before it is sent; after every request submitted so far.
+awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
+// After a request failed with `ec` (retryable; or none yet): once it may be
+// asked again (connected; after a busy answer, a pause first).
+awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec);
+// Deletes `name`, a node of the ephemeral owner `owner_id` (the race
+// recipes' node when empty, and then only the incarnation `czxid` if known),
+// retried while that session lives; lock_lost when it was gone already.
+awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name, std::int64_t owner_id,
+                                       std::int64_t czxid = 0);
+attempt fresh_attempt(const engine_state& m, const acquire_request& request);
+// The node of its own owner that does not block an attempt (a downgrade's).
+std::string_view exempt(const attempt& a);
+// The ACL of the nodes the engine creates.
+acl node_acl(const engine_state& m);
+// Creates `path` and its parents when missing, as containers.
+awaitable<std::error_code> create_parents(engine_state& m, const std::string& path);
+// Whether the acquire rides through `ec`: the connection lost or the server
+// busy, in the attempt's session.
+bool ride_through(std::error_code ec, const session& s, const attempt& a);
+// Makes `path` and its parents for `a`, whose create found none.
+awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a);
+// Deletes a failed or cancelled attempt's node if its create took effect.
+awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a);
+// After a request failed with `ec`: lists again once it may.
+awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::error_code ec);
+// Creates the attempt's node and lists the queue in one round trip.
+awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a);
+// The path's parent and the node's name in it.
+std::pair<std::string, std::string> split_path(const std::string& path);
+
+// ------------------------------------------------------------ engine_hold.cpp
+
+loss loss_of(std::error_code ec);
+// True as soon as the node at `path` is not the incarnation `czxid`; else
+// waits until cancelled (false).
+awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid);
+// Whether a grant may be made now: not past the moment the session could
+// have expired by its replies (minus the safety margin).
+bool session_sure(const engine_state& m);
+// invalid_safety_margin when no grant can ever be sure.
+std::error_code never_sure(const engine_state& m);
+// A new lock object sharing `h`.
+lock grant_of(const std::shared_ptr<hold>& h);
+// Gives one grant's share of `h` back; the last deletes the node.
+awaitable<std::error_code> give_back(std::shared_ptr<hold> h);
+// The attempt's node, held from now on: monitored, released by its grants.
+lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who);
+
+// --------------------------------------------------------- engine_acquire.cpp
+
+reentry reentry_of(const engine_state& m, const owner& who, node_kind kind);
+// Any cancellation is terminal from now on; true if one came before.
+awaitable<bool> cancelled_already();
+// Starts the removal of the nodes of failed or cancelled attempts.
+std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_state>& m,
+                                                 std::vector<attempt> attempts);
+// lock_busy once `removing` is done (operation_aborted if that wait is cancelled).
+awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> removing);
+// Whether an acquire that failed with `ec` queues again in the next session.
+bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::uint64_t generation);
+
+// One acquire's I/O, `work`, run under `deadline`, its failures and
+// cancellation (thrown by a cancelled co_await) reported in its result; if it
+// failed, `remove()` starts the removal of its nodes in the background, and
+// after lock_busy the result waits for them (busy_after). Never throws.
+// (`remove` is called only then; `work` and `remove` may share the caller's
+// attempt.)
+template <class Remove>
+awaitable<std::tuple<std::error_code, lock>> settle(awaitable<std::tuple<std::error_code, lock>> work,
+                                                   std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                   Remove remove) {
+  std::tuple<std::error_code, lock> result;
+  auto& ec = std::get<0>(result);
+  try {
+    // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
+    if (deadline) result = co_await until(std::move(work), *deadline);
+    else result = co_await std::move(work);
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (!ec) co_return result;
+  auto removing = remove();
+  if (ec != error::lock_busy) co_return result;
+  try {
+    ec = co_await busy_after(std::move(removing));
+  } catch (const std::system_error&) {
+    ec = asio::error::operation_aborted;
+  }
+  co_return result;
+}
+
+}  // namespace zkasio::detail

@@ -1,0 +1,217 @@
+// A granted node: its monitor (what fires the lost signal), its grants,
+// its release.
+#include "engine.hpp"
+
+namespace zkasio::detail {
+
+loss loss_of(std::error_code ec) {
+  // (A session whose authentication failed lives on the server until it expires.)
+  if (ec == error::session_closed || ec == error::auth_failed) return loss::session_closed;
+  return ec == error::session_expired ? loss::session_over : loss::may_be_lost;
+}
+
+namespace {
+
+void lose(hold& h, loss why) {
+  if (why == loss::none || h.released) return;
+  if (why == loss::node_gone || why == loss::session_over) h.engine->known->gone(h.name);
+  if (h.lost.exchange(true)) return;
+  // A handler may release its own grant (and so edit the list) as it runs.
+  std::vector<std::shared_ptr<grant>> grants;
+  for (auto& weak : h.grant_list)
+    if (auto g = weak.lock()) grants.push_back(std::move(g));
+  for (auto& g : grants) {
+    g->lost_signal.emit(asio::cancellation_type::terminal);
+    g->end_lost_waits({});
+  }
+}
+
+}  // namespace
+
+// Completes with true as soon as the node at `path` is not the incarnation
+// `czxid` (gone, or made again), else waits until cancelled (false). Sent
+// just after a watch's request on the path (the session sends requests in
+// the order they reach it; `||` starts its left operand first): finding
+// `czxid` there means that node lived from before the watch was set until
+// this answer, so the watch is on it. (The race recipes' node is made again
+// at one path with the same versions: its watch alone cannot tell; nor can a
+// parent's children watch once the parent was made again.)
+awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid) {
+  auto [ec, st] = co_await s.async_exists(path, as_tuple(use_awaitable));
+  if (!ec && (!st || st->czxid != czxid)) co_return true;
+  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
+  co_return false;
+}
+
+namespace {
+
+// Watches the holder's node: deleted, or revoked (Curator's protocol).
+awaitable<loss> watch_node(std::shared_ptr<hold> h) {
+  auto& s = h->engine->s;
+  auto version = h->version;
+  for (bool first = true;; first = false) {
+    std::error_code ec;
+    event_type event{};
+    if (first && h->name.empty()) {  // a race node: is the watch on this holder's?
+      auto raced = co_await (s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable)) ||
+                             other_incarnation(s, h->node, h->czxid));
+      if (raced.index() == 1) co_return std::get<1>(raced) ? loss::node_gone : loss::none;
+      std::tie(ec, event) = std::get<0>(raced);
+    } else {
+      std::tie(ec, event) = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
+    }
+    if (ec == asio::error::operation_aborted) co_return loss::none;
+    if (ec) co_return loss_of(ec);
+    if (event == event_type::deleted) co_return loss::node_gone;
+    auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
+    if (read_ec == asio::error::operation_aborted) co_return loss::none;
+    if (read_ec == error::no_node || (!read_ec && data.stat.czxid != h->czxid)) co_return loss::node_gone;
+    if (read_ec || data.data == revoke_message) co_return loss_of(read_ec);
+    version = data.stat.version;
+  }
+}
+
+// The holder's node is gone: deleted, or its session over.
+awaitable<loss> node_gone(std::shared_ptr<hold> h) {
+  auto [ec] = co_await h->engine->s.async_wait_deleted(h->node, as_tuple(use_awaitable));
+  if (ec == asio::error::operation_aborted) co_return loss::none;
+  co_return ec ? loss_of(ec) : loss::node_gone;
+}
+
+// Until when the session is sure to live, as far as its replies tell: the
+// server cannot expire it before its last sight of it (last_contact) plus
+// the timeout; a safety margin before that. The lost signal fires then
+// (watch_session), and no grant is made after it (session_sure).
+std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
+  return m.s.last_contact() + m.s.negotiated_timeout() - m.options.safety_margin;
+}
+
+}  // namespace
+
+// Whether a grant may be made now. Not past sure_until: the replies that
+// decided it may have waited (this process paused, or a reply held up)
+// while the server expired the session and granted the next in line. Then
+// the acquire asks again after a sync sent now: its answer, which comes
+// through the leader, moves last_contact (a read's answer does not: a
+// follower answers reads alone). Also for reentry: a hold past sure_until
+// may be lost, whether or not its monitor has said so yet.
+bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
+
+// Why no grant can ever be sure (session_sure), if none can: a margin not
+// below the timeout. (Asked when a grant was not sure: such a margin would
+// have the acquire look again for ever.)
+std::error_code never_sure(const engine_state& m) {
+  if (m.options.safety_margin < m.s.negotiated_timeout()) return {};
+  return make_error_code(error::invalid_safety_margin);
+}
+
+namespace {
+
+// Watches the holder's session: over, or closed; with `deadlines`, also
+// disconnected under on_suspend, or not confirmed by the ensemble's leader
+// for so long that the server could expire it a safety margin from now
+// (session::last_contact: connected or not, since a follower that lost its
+// leader goes on answering for a while).
+awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation, bool deadlines) {
+  auto& s = h->engine->s;
+  auto& options = h->engine->options;
+  asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  auto state = s.state();
+  for (;;) {
+    if (s.generation() != generation || state == session_state::expired) co_return loss::session_over;
+    if (state == session_state::closed || state == session_state::auth_failed) co_return loss::session_closed;
+    if (deadlines) {
+      if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
+        co_return loss::may_be_lost;
+      // The server cannot expire the session before its last sight of it
+      // plus the timeout: fire a margin before that.
+      auto latest = sure_until(*h->engine);
+      if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
+      deadline.expires_at(latest);
+    }
+    auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
+                            deadline.async_wait(as_tuple(use_awaitable)));
+    if (change.index() == 1) {
+      if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return loss::none;
+      continue;  // last_contact may have moved meanwhile: look again
+    }
+    auto [ec, next] = std::get<0>(change);
+    if (ec == asio::error::operation_aborted) co_return loss::none;
+    if (ec) co_return loss_of(ec);
+    state = next;
+  }
+}
+
+loss either(std::variant<loss, loss> why) {
+  return std::visit([](loss l) { return l; }, why);
+}
+
+// Watches what can take the lock away, until released: once the lock may be
+// lost (its node possibly still there), until its node is known gone, so
+// that the waiters behind it learn that (see known_nodes).
+awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
+  auto why = either(co_await (watch_node(h) || watch_session(h, generation, true)));
+  lose(*h, why);
+  if (why == loss::may_be_lost) lose(*h, either(co_await (node_gone(h) || watch_session(h, generation, false))));
+}
+
+void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
+  // The handler keeps the hold (and so its signals) alive until the monitor
+  // has let go of the slot.
+  asio::co_spawn(h->engine->strand, monitor(h, generation),
+                 asio::bind_cancellation_slot(h->stop_monitor.slot(), [h](std::exception_ptr) {}));
+}
+
+}  // namespace
+
+// A new lock object sharing `h`.
+lock grant_of(const std::shared_ptr<hold>& h) {
+  auto g = std::make_shared<grant>();
+  g->held = h;
+  ++h->grants;
+  std::erase_if(h->grant_list, [](auto& weak) { return weak.expired(); });
+  h->grant_list.push_back(g);
+  return lock(std::move(g));
+}
+
+// Gives one grant's share of `h` back: the last one deletes the node (in the
+// background, so that it goes on when this wait is cancelled: then
+// operation_aborted). lock_lost when the lock had been lost.
+awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
+  if (--h->grants > 0) co_return h->lost ? make_error_code(error::lock_lost) : std::error_code{};
+  bool was_lost = h->lost;
+  h->released = true;  // the monitor stays until the delete: the delete ends its watch
+  std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
+  background<std::error_code> deleting(h->engine->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
+    auto ec = co_await delete_node(h->engine, h->name, h->owner_id, h->czxid);
+    h->stop_monitor.emit(asio::cancellation_type::terminal);
+    h->turn.reset();  // (a race hold: the next of its session may create the node now)
+    co_return ec;
+  }(h));
+  auto result = co_await deleting.wait();
+  if (!result) co_return std::error_code(asio::error::operation_aborted);
+  if (!*result && was_lost) co_return make_error_code(error::lock_lost);
+  co_return *result;
+}
+
+// The attempt's node, held from now on: monitored, released by its grants.
+// A race attempt's turn goes to the hold (released once its node is deleted).
+lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who) {
+  auto h = std::make_shared<hold>();
+  h->engine = m;
+  h->name = a.node.name;
+  h->node = m->full(a.node.name);
+  h->kind = a.kind;
+  h->czxid = a.stat.czxid;
+  h->version = a.stat.version;
+  h->owner_id = a.stat.ephemeral_owner;
+  h->who = who;
+  h->turn = std::move(a.turn);
+  m->holds.push_back(h);
+  auto first = grant_of(h);
+  start_monitor(h, a.generation);
+  return first;
+}
+
+}  // namespace zkasio::detail

@@ -1,0 +1,105 @@
+// Who leads, the queue as seen from outside, and revocation.
+#include "engine.hpp"
+
+namespace zkasio::detail {
+
+namespace {
+
+// Who leads now, and what to watch for a change: the leader's node (a
+// candidate's node is never made again once gone), or the children of `dir`
+// (no leader yet; or a race node, which the next holder makes again at the
+// same path: its parent's cversion tells every incarnation apart).
+struct leader_look {
+  std::optional<leader> who;
+  std::string dir;
+  std::optional<std::int32_t> cversion;  // nullopt: `dir` does not exist
+  std::int64_t dir_czxid = 0;            // which `dir`: one made again starts its cversion anew
+};
+
+// A change of leader is a change of node (a leader's data may change: that
+// is not another leader).
+bool same_leader(const std::optional<leader>& a, const std::optional<leader>& b) {
+  return a.has_value() == b.has_value() && (!a || (a->node == b->node && a->fencing_token == b->fencing_token));
+}
+
+awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_ptr<engine_state> m) {
+  auto& s = m->s;
+  bool race = m->family == queue_family::race;
+  auto [parent, leaf] = split_path(m->path);
+  leader_look look{.who = std::nullopt, .dir = race ? parent : m->path, .cversion = std::nullopt};
+  for (;;) {
+    auto [ec, kids] = co_await s.async_get_children(look.dir, as_tuple(use_awaitable));
+    if (ec == error::no_node) co_return std::make_tuple(std::error_code{}, look);
+    if (ec) co_return std::make_tuple(ec, look);
+    look.cversion = kids.stat.cversion;
+    look.dir_czxid = kids.stat.czxid;
+    std::optional<std::string> name;
+    if (race) {
+      if (std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) name = "";
+    } else if (auto queue = lock_queue(kids.names, m->family); !queue.empty()) {
+      name = queue.front().name;
+    }
+    if (!name) co_return std::make_tuple(std::error_code{}, look);
+    auto [read_ec, data] = co_await s.async_get_data(m->full(*name), as_tuple(use_awaitable));
+    if (read_ec == error::no_node) continue;  // it went meanwhile: look again
+    if (read_ec) co_return std::make_tuple(read_ec, look);
+    look.who = leader{m->full(*name), std::move(data.data), data.stat.czxid};
+    co_return std::make_tuple(std::error_code{}, look);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
+  auto [ec, look] = co_await look_for_leader(state);
+  co_return std::make_tuple(ec, std::move(look.who));
+}
+
+asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
+                                                                                  std::optional<leader> last_seen) {
+  auto& s = state->s;
+  for (;;) {
+    auto [ec, look] = co_await look_for_leader(state);
+    if (ec || !same_leader(look.who, last_seen)) co_return std::make_tuple(ec, std::move(look.who));
+    std::error_code wait_ec;
+    if (!look.cversion) {  // no election yet: its path is where one appears
+      wait_ec = co_await create_parents(*state, look.dir);
+    } else if (look.who && state->family != queue_family::race) {
+      std::tie(wait_ec) = co_await s.async_wait_deleted(look.who->node, as_tuple(use_awaitable));
+    } else {
+      auto changed = co_await (s.async_wait_children_changed(look.dir, *look.cversion, as_tuple(use_awaitable)) ||
+                               other_incarnation(s, look.dir, look.dir_czxid));
+      if (changed.index() == 0) {
+        auto [watch_ec, event] = std::get<0>(changed);
+        wait_ec = watch_ec == error::no_node ? std::error_code{} : watch_ec;
+      }
+    }
+    if (wait_ec) co_return std::make_tuple(wait_ec, std::optional<leader>{});
+  }
+}
+
+asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
+  auto& s = state->s;
+  auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
+  std::vector<contender> queue;
+  if (ec) co_return std::make_tuple(ec == error::no_node ? std::error_code{} : ec, std::move(queue));
+  for (auto& node : lock_queue(kids.names, state->family)) {
+    auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
+    if (read_ec == error::no_node) continue;  // it went while we read
+    if (read_ec) co_return std::make_tuple(read_ec, std::vector<contender>{});
+    queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data),
+                     node.kind == node_kind::read});
+  }
+  co_return std::make_tuple(std::error_code{}, std::move(queue));
+}
+
+asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
+  if (auto parsed = parse_lock_node(node); !parsed || !in_family(parsed->kind, state->family))
+    co_return std::make_tuple(make_error_code(error::not_held));
+  auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
+                                                    as_tuple(use_awaitable));
+  if (ec == error::no_node) ec = make_error_code(error::not_held);
+  co_return std::make_tuple(ec);
+}
+
+}  // namespace zkasio::detail

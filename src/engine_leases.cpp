@@ -1,0 +1,146 @@
+// The semaphore's leases (Curator's InterProcessSemaphoreV2).
+#include "engine.hpp"
+
+namespace zkasio::detail {
+
+namespace {
+
+// Until the leases' children are at most `max` (every child takes a slot, as
+// Curator counts them) with all of `mine` among them. lock_busy at once if not
+// so on the first look with `try_once`.
+// The semaphore's mutex as its holder sees it: set the moment the mutex may
+// be lost. Then two acquirers may wait for room at once and each count the
+// other's nodes: the wait ends (lock_lost) rather than wait for ever. (A
+// latch: the loss may come while the wait is listing, not waiting.)
+using guard_watch = strand_latch;
+
+awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
+                                         std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
+  auto& s = m->s;
+  // Cut off, it waits for the connection and lists again (its leases are
+  // still there while the session lives).
+  for (;;) {
+    if (guard->is_set()) co_return make_error_code(error::lock_lost);
+    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+    if (ride_through(ec, s, mine.front())) {
+      if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
+      continue;
+    }
+    if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return ec;
+    std::vector<std::string> names;
+    for (auto& a : mine) names.push_back(a.node.name);
+    switch (room_for(kids.names, names, max)) {
+      case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
+      case room_verdict::granted:
+        if (session_sure(*m)) co_return std::error_code{};
+        if (auto never = never_sure(*m)) co_return never;
+        // The listing too old (session_sure): listed again after a sync
+        // (whose error, if any, the listing meets again).
+        co_await s.async_sync(m->path, as_tuple(use_awaitable));
+        continue;
+      case room_verdict::wait: break;
+    }
+    if (try_once) co_return make_error_code(error::lock_busy);
+    auto woken = co_await (s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable)) ||
+                           guard->async_wait(as_tuple(use_awaitable)));
+    if (woken.index() == 1) {
+      if (guard->is_set()) co_return make_error_code(error::lock_lost);
+      co_return std::error_code(asio::error::operation_aborted);
+    }
+    if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) {
+      if (!ride_through(watch_ec, s, mine.front())) co_return watch_ec;
+      if (auto connect_ec = co_await until_retry(m, watch_ec)) co_return connect_ec;
+    }
+  }
+}
+
+// Creates the lease nodes of `mine`, then waits for room for all of them.
+awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state> m, std::vector<attempt>& mine,
+                                                   std::size_t max, bool try_once,
+                                                   std::shared_ptr<guard_watch> guard) {
+  for (auto& a : mine) {
+    auto [ec, listed] = co_await create_node(m, a);
+    if (ride_through(ec, m->s, a) && !a.node.name.empty()) ec = {};  // wait_for_room lists again
+    if (!ec && a.generation != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (ec) co_return std::make_tuple(ec);
+  }
+  co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));
+}
+
+// One attempt of acquire_leases; `mutex_lost` tells whether the semaphore's
+// mutex may have been lost while it waited for room.
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(std::shared_ptr<engine_state> leases,
+                                                                            std::shared_ptr<engine_state> locks,
+                                                                            lease_request request, bool& mutex_lost) {
+  using result_type = std::tuple<std::error_code, std::vector<lock>>;
+  auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
+  if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
+  if (request.count < 1 || request.count > request.max)
+    co_return failed(make_error_code(error::invalid_lease_count));
+  // One acquirer at a time waits for room (the semaphore's mutex, as
+  // Curator's): so n leases are taken all at once, and no two zkasio
+  // acquirers of several leases can each hold part of what the other waits
+  // for.
+  std::vector<attempt> mine;
+  for (std::size_t i = 0; i < request.count; ++i)
+    mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .data = leases->options.data, .node = {}, .stat = {}});
+  std::error_code ec;
+  lock guard;  // (released in the background when dropped)
+  try {
+    std::tie(ec, guard) = co_await async_acquire(locks, {.try_once = request.try_once, .deadline = request.deadline},
+                                                 as_tuple(use_awaitable));
+    if (ec) co_return failed(ec);
+    auto watch = std::make_shared<guard_watch>(leases->strand);
+    // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
+    guard.lost_slot().assign([watch](asio::cancellation_type) { watch->set(); });
+    if (request.deadline)
+      std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
+    else
+      std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
+    mutex_lost = watch->is_set();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (ec) {
+    auto removing = discard(leases, std::move(mine));
+    if (ec == error::lock_busy) {
+      try {
+        ec = co_await busy_after(std::move(removing));
+      } catch (const std::system_error&) {
+        ec = asio::error::operation_aborted;
+      }
+    }
+    co_return failed(ec);
+  }
+  std::vector<lock> held;
+  for (auto& a : mine) held.push_back(granted(leases, a, std::nullopt));
+  co_return result_type(std::error_code{}, std::move(held));
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
+                                                                             std::shared_ptr<engine_state> locks,
+                                                                             lease_request request) {
+  for (;;) {
+    bool mutex_lost = false;
+    auto generation = leases->s.generation();
+    auto result = co_await lease_attempt(leases, locks, request, mutex_lost);
+    auto ec = std::get<0>(result);
+    // The semaphore's mutex may be lost while the acquirer waits for room
+    // (its session in trouble, maybe expiring): it held no lease, so with
+    // requeue_on_expiry it queues again as well.
+    bool mutex_gone = mutex_lost && ec == error::lock_lost && leases->options.requeue_on_expiry && !request.try_once;
+    if (!mutex_gone && !queue_again(ec, *leases, request.try_once, generation)) co_return result;
+  }
+}
+
+asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr<engine_state> leases,
+                                                               std::shared_ptr<engine_state> locks,
+                                                               lease_request request) {
+  auto [ec, held] = co_await acquire_leases(std::move(leases), std::move(locks), request);
+  co_return std::make_tuple(ec, held.empty() ? lock{} : std::move(held.front()));
+}
+
+}  // namespace zkasio::detail

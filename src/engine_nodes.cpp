@@ -1,0 +1,322 @@
+// A contender's node: created (with its parents), listed, found again after
+// a lost reply, and deleted: never another session's.
+#include "engine.hpp"
+
+namespace zkasio::detail {
+
+namespace {
+
+// Errors that mean the node went with the session.
+bool session_gone(std::error_code ec) {
+  return ec == error::session_expired || ec == error::session_closed || ec == error::auth_failed;
+}
+
+// Sends the listing contenders are waiting to share (next_listing), if any;
+// it is in flight until its reply. On the strand.
+void send_next_listing(const std::shared_ptr<engine_state>& m) {
+  auto round = std::exchange(m->next_listing, nullptr);
+  if (!round) return;
+  m->listing_in_flight = true;
+  m->s.async_get_children(m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
+    round->ec = ec;
+    if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
+    round->ready.set();
+    m->listing_in_flight = false;
+    send_next_listing(m);
+  }));
+}
+
+}  // namespace
+
+// A listing sent after every request submitted so far (a session's requests
+// run in order): contenders that ask before it goes out share it. At most
+// one is in flight per mutex object; those who ask meanwhile share the next,
+// sent when its reply is in: after a cut, thousands of contenders whose
+// replies trickle in would otherwise each send one, and thousands of
+// listings of thousands of names are gigabytes.
+//
+// Relies on the order of replies: see send_create.
+awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
+    std::shared_ptr<engine_state> m) {
+  auto round = m->next_listing;
+  if (!round) {
+    round = m->next_listing = std::make_shared<listing_round>(m->strand);
+    // Posted: the creates of every contender that runs before it go out first.
+    if (!m->listing_in_flight) asio::post(m->strand, [m] { send_next_listing(m); });
+  }
+  co_await round->ready.async_wait(as_tuple(use_awaitable));
+  if (!round->ready.is_set())
+    co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
+  co_return std::make_tuple(round->ec, round->view);
+}
+
+// Waits until a request that failed with `ec` (retryable; or none yet) may
+// be asked again: once connected, and after a server's busy answer
+// (throttled_op, session_moved: the connection stands) a pause first (see
+// busy_backoff.hpp). The session's error if it is over; operation_aborted
+// if cancelled during the pause.
+awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec) {
+  if (ec == error::throttled_op || ec == error::session_moved) {
+    asio::steady_timer pause(m->strand, m->busy.next(std::chrono::steady_clock::now()));
+    if (auto [pause_ec] = co_await pause.async_wait(as_tuple(use_awaitable)); pause_ec) co_return pause_ec;
+  }
+  auto [connect_ec] = co_await m->s.async_connect(as_tuple(use_awaitable));
+  co_return connect_ec;
+}
+
+// Deletes `name` (a node this process created for the ephemeral owner
+// `owner_id`), retrying after connection losses while that session lives;
+// never another session's node. lock_lost when it was gone already (or went
+// with its session); a retry that finds it gone counts as deleted: the
+// first attempt took effect.
+//
+// The race recipes' node (`name` empty) is one path that every holder
+// creates in turn: it is deleted only while it is still this session's and,
+// when `czxid` is known, the same incarnation. (Only an operator's delete and
+// another session's create between that check and the delete escape it.)
+awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
+                                       std::int64_t owner_id, std::int64_t czxid) {
+  auto& s = m->s;
+  for (bool retry = false;; retry = true) {
+    if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
+      m->known->gone(name);
+      co_return make_error_code(error::lock_lost);
+    }
+    std::error_code ec;
+    if (name.empty()) {
+      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+      ec = stat_ec;
+      if (!ec && (!st || st->ephemeral_owner != owner_id || (czxid != 0 && st->czxid != czxid)))
+        co_return retry ? std::error_code{} : make_error_code(error::lock_lost);
+    }
+    if (!ec) std::tie(ec) = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
+    // (Closed while disconnected, a session's nodes live until it expires.)
+    if (!ec || ec == error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
+    if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
+    if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
+    if (ec != condition::retryable) co_return ec;
+    if (auto connect_ec = co_await until_retry(m, ec)) {
+      if (loss_of(connect_ec) == loss::session_over) m->known->gone(name);
+      co_return make_error_code(error::lock_lost);
+    }
+  }
+}
+
+attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
+  return {.kind = request.kind,
+          .uuid = make_uuid(),
+          .data = request.data.value_or(m.options.data),
+          .confirm_owner = request.confirm_owner,
+          .node = {},
+          .stat = {}};
+}
+
+// The node of its own owner that does not block an attempt.
+std::string_view exempt(const attempt& a) {
+  return a.downgrade_of ? std::string_view(*a.downgrade_of) : std::string_view();
+}
+
+// The ACL of the nodes the engine creates (lock_options::node_acl).
+acl node_acl(const engine_state& m) {
+  if (m.options.node_acl) return *m.options.node_acl;
+  return m.s.authenticated() ? creator_all_world_read_acl() : open_acl_unsafe();
+}
+
+// Creates `path` and its parents when missing, as containers.
+awaitable<std::error_code> create_parents(engine_state& m, const std::string& path) {
+  const create_options container(create_mode::container, node_acl(m));
+  for (auto slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    auto parent = path.substr(0, slash);
+    auto [ec, made] = co_await m.s.async_create(parent, "", container, as_tuple(use_awaitable));
+    if (ec && ec != error::node_exists) co_return ec;
+    if (slash == std::string::npos) co_return std::error_code{};
+  }
+}
+
+namespace {
+
+// Sends the create of `a`'s node. Its completion adopts the node (known_nodes)
+// before the completion of any listing sent after it runs, so that listing's
+// view counts the node as known. That order holds because (1) the session
+// submits requests in the order they reach its strand, and the listing is
+// submitted after the create (fresh_listing); (2) a session's replies come in
+// the order of its requests and the C client completes them in that order
+// (session_impl); (3) each completion is posted, never run inline, to the
+// handler's executor (completion.hpp); (4) both handlers are bound to this
+// mutex's strand, which runs what is posted to it in order. test_session's
+// "completions of one session run in the order of its requests" breaks if
+// any of these changes.
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
+  auto reply = a.reply = std::make_shared<create_reply>();
+  auto name = lock_node_prefix(a.uuid, a.kind);
+  create_options mode(create_mode::ephemeral_sequential, node_acl(*m));
+  if (a.downgrade_of) {
+    auto write = lock_name(node_kind::write);
+    name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
+    mode.mode = create_mode::ephemeral;
+  }
+  m->s.async_create(m->full(name), a.data, mode,
+                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
+                                                     beside = std::string(exempt(a))](std::error_code ec,
+                                                                                      created made) {
+                       reply->done = true;
+                       reply->ec = ec;
+                       if (ec) return;
+                       auto name = std::string_view(made.path).substr(m->path.size() + 1);
+                       reply->stat = made.stat;
+                       if (auto node = parse_lock_node(name)) {
+                         reply->node = std::move(*node);
+                         if (!reply->abandoned) m->known->add(reply->node, owner, beside);
+                       } else {  // the server named it as no server does: delete it by name
+                         reply->node.name = std::string(name);
+                         reply->ec = make_error_code(error::system_error);
+                       }
+                     }));
+  return reply;
+}
+
+}  // namespace
+
+// Whether a failure is one the acquire rides through: the connection was
+// lost or the server was busy, and the session lives on, so its node (made,
+// or being looked up) is still in the queue. It waits for the connection
+// and asks again, for as long as its deadline allows.
+bool ride_through(std::error_code ec, const session& s, const attempt& a) {
+  return ec == condition::retryable && s.generation() == a.generation;
+}
+
+// Makes `path` and its parents for attempt `a`, whose create found none.
+// Cut off meanwhile, it waits for the connection, and the caller creates
+// again (in the same session; parents are shared containers: nothing to
+// undo).
+awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
+  auto ec = co_await create_parents(*m, path);
+  if (!ride_through(ec, m->s, a)) co_return ec;
+  if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
+  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+}
+
+namespace {
+
+// After a lost create reply the create may have been applied: finds the node
+// by its uuid, owned by the current session. nullopt: it is not there: create
+// again. session_expired when the session expired meanwhile: the node, if it
+// was made, went with it, and like every waiter of that session this one
+// ends (it is not queued again in the next session). `create_ec`: how the
+// create failed (a busy server's answer: a pause first, see until_retry).
+// (A coroutine of its own, so that a waiter's frame does not carry all this.)
+awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a,
+                                                 std::error_code create_ec) {
+  auto& s = m->s;
+  auto expired = [&] { return s.generation() != a.generation; };
+  // Asked again while the connection fails (a lookup cut off is not an
+  // answer): `failed` is the last request's error, create_ec at first.
+  for (std::error_code failed = create_ec;;) {
+    if (auto connect_ec = co_await until_retry(m, failed)) co_return listing(connect_ec, nullptr);
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    // Reconnected maybe to another server: it must have seen the create, if
+    // the leader applied it, before it is asked.
+    std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (ride_through(failed, s, a)) continue;
+    if (failed && failed != error::no_node) co_return listing(failed, nullptr);
+    // (Shared: after a cut, every contender whose create was in flight looks;
+    // thousands of listings of thousands of names would be gigabytes.)
+    std::shared_ptr<const queue_view> view;
+    std::tie(failed, view) = co_await fresh_listing(m);
+    // (A listing answered in a later session would not show the node either.)
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (ride_through(failed, s, a)) continue;
+    if (failed == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
+    if (failed) co_return listing(failed, nullptr);
+    auto found = find_by_uuid(view->nodes, a.uuid);
+    if (!found) co_return std::nullopt;
+    std::optional<node_stat> st;
+    std::tie(failed, st) = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
+    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (ride_through(failed, s, a)) continue;
+    if (failed) co_return listing(failed, nullptr);
+    if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
+    a.node = *found;
+    a.stat = *st;
+    m->known->add(a.node, m->session_in(a.generation), exempt(a));
+    // The shared view was made before the contenders it answers knew their
+    // nodes: the part up to mine (all a decision reads) is made again with
+    // what is known now, lest nodes before mine that this process knows make
+    // me list again once my predecessor goes. (One at a time on the strand:
+    // a decision drops its view before the next.)
+    auto mine = static_cast<std::size_t>(found - view->nodes.data());
+    if (view->others_before[mine] > 0)
+      view = std::make_shared<const queue_view>(
+          m->known->view({view->nodes.begin(), view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1}));
+    co_return listing(std::error_code{}, std::move(view));
+  }
+}
+
+}  // namespace
+
+// After a failed or cancelled acquire: deletes the attempt's node if its
+// create took effect: by name when its reply came, else found by uuid (a
+// session's requests run in order, so a listing sent now sees a node created
+// before). Only a node whose ephemeral owner is the current session: a node
+// of an earlier session of this one went with it, and a node of another
+// process never carries our uuid (and is never taken for ours if it did).
+awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
+  // No reply yet: found as after a lost reply. (The reply, if it comes, comes
+  // before the lookup's listing, which shows the node then.)
+  if (a.node.name.empty()) {
+    auto found = co_await find_lost_node(m, a, {});
+    if (!found) co_return std::error_code{};  // not made, or gone already
+    // The session over: so is the node.
+    if (auto ec = std::get<0>(*found)) co_return ec == error::session_expired ? std::error_code{} : ec;
+  }
+  if (a.gone) co_return std::error_code{};
+  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
+}
+
+// After a request of the acquire failed with `ec`: lists again once it may
+// (until_retry).
+awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::error_code ec) {
+  if (auto connect_ec = co_await until_retry(m, ec)) co_return listing(connect_ec, nullptr);
+  co_return co_await fresh_listing(m);
+}
+
+// Creates this attempt's node and lists the queue in one round trip; after a
+// lost create reply finds the node by its uuid (and only in this session).
+awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
+  auto& s = m->s;
+  for (int parents_made = 0;;) {
+    a.generation = s.generation();
+    a.submitted = true;
+    auto reply = send_create(m, a);
+    auto listed = co_await fresh_listing(m);
+    if (!reply->done) {  // cancelled, or the listing refused at once: the caller deletes by uuid
+      if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::system_error);
+      co_return listed;
+    }
+    a.node = reply->node;
+    a.stat = reply->stat;
+    auto create_ec = reply->ec;
+    if (!create_ec) {
+      if (auto list_ec = std::get<0>(listed)) listed = co_await relist_when_connected(m, list_ec);
+      co_return listed;
+    }
+    // No parent: create it (as a container, which the server may remove again
+    // once empty, so more than once, but not for ever).
+    if (create_ec == error::no_node && parents_made++ < 3) {
+      if (auto ec = co_await make_parents(m, m->path, a)) co_return listing(ec, nullptr);
+      continue;
+    }
+    // A connection lost (or a request timed out) before the reply: the
+    // create may have been applied.
+    if (create_ec != condition::retryable) co_return listing(create_ec, nullptr);
+    if (auto found = co_await find_lost_node(m, a, create_ec)) co_return std::move(*found);
+  }
+}
+
+// The path's parent and the node's name in it.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  auto slash = path.rfind('/');
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace zkasio::detail

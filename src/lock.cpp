@@ -1,0 +1,102 @@
+// The lock object (a grant of a hold) and owner.
+#include "engine.hpp"
+
+namespace zkasio {
+
+namespace {
+std::atomic<std::uint64_t> next_owner_id{1};
+}  // namespace
+
+owner::owner() : id_(next_owner_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+
+lock::lock(std::shared_ptr<detail::grant> grant) : grant_(std::move(grant)), engine_(grant_->held->engine) {}
+
+lock& lock::operator=(lock&& other) noexcept {
+  if (this != &other) {
+    lock old(std::move(*this));
+    grant_ = std::move(other.grant_);
+    engine_ = std::move(other.engine_);
+  }
+  return *this;
+}
+
+lock::~lock() = default;  // the grant gives its share back (see detail::grant)
+
+detail::grant::~grant() {
+  if (!held) return;
+  if (!lost_waiters.empty())
+    asio::post(held->engine->strand, [waits = std::move(lost_waiters)] {
+      for (auto& done : waits) done->complete(make_error_code(error::not_held));
+    });
+  if (given_back) return;
+  // In the background; the delete is retried while the session lives.
+  asio::co_spawn(held->engine->strand, give_back(held), asio::detached);
+}
+
+void detail::wait_lost(grant& g, completion_ptr<> done) {
+  if (g.given_back || g.held->released) return done->complete(make_error_code(error::not_held));
+  if (g.held->lost) return done->complete({});
+  std::erase_if(g.lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
+  g.lost_waiters.push_back(std::move(done));
+}
+
+bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
+
+const std::string& lock::node() const {
+  static const std::string none;
+  return grant_ ? grant_->held->node : none;
+}
+
+std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid : 0; }
+
+bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }
+
+asio::cancellation_slot lock::lost_slot() {
+  if (!grant_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
+  if (!lost()) return grant_->lost_signal.slot();
+  // Lost already: a signal of its own, emitted after the caller (on the
+  // strand) has bound it, so that a binding after the loss is not missed.
+  // Those emitted whose operation has let go of them go now (a loop that
+  // binds one per turn keeps a few, not one per turn).
+  std::erase_if(grant_->late_signals, [](auto& late) { return late.emitted && !late.signal.slot().has_handler(); });
+  auto& late = grant_->late_signals.emplace_back();
+  asio::post(engine_->strand, [grant = grant_, &late] {
+    late.signal.emit(asio::cancellation_type::terminal);
+    late.emitted = true;
+  });
+  return late.signal.slot();
+}
+
+asio::any_io_executor lock::get_executor() const {
+  if (!engine_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
+  return engine_->strand;
+}
+
+asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
+  if (!grant || grant->given_back) co_return std::make_tuple(make_error_code(error::not_held));
+  grant->given_back = true;
+  grant->end_lost_waits(make_error_code(error::not_held));
+  auto& list = grant->held->grant_list;
+  std::erase_if(list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
+  co_return std::make_tuple(co_await detail::give_back(grant->held));
+}
+
+asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(
+    std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops) {
+  if (!grant || grant->held->released)
+    co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
+  auto& hold = *grant->held;
+  if (hold.name.empty()) co_return std::make_tuple(make_error_code(error::not_fenced), std::vector<op_result>{});
+  // (A lock that may be lost, or whose session is another now, writes nothing.)
+  if (hold.lost || hold.engine->s.id() != hold.owner_id)
+    co_return std::make_tuple(make_error_code(error::lock_lost), std::vector<op_result>{});
+  ops.insert(ops.begin(), op::check{hold.node, any_version});
+  auto [ec, results] = co_await hold.engine->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
+  // The check failed: the node is gone, so the lock was lost.
+  if (ec == error::no_node && !results.empty() && results.front().error == error::no_node)
+    ec = make_error_code(error::lock_lost);
+  co_return std::make_tuple(ec, std::move(results));
+}
+
+}  // namespace zkasio
