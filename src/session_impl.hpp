@@ -1,5 +1,11 @@
-// The session core's implementation: the only code that talks to the C client
-// (with client_pump, which drives it). Everything here runs on the strand.
+// The session core's implementation: the only code that talks to the C client,
+// with its parts: client_pump (drives the handle), watch_registry, heartbeat
+// and read_retries. Everything here runs on the strand.
+//
+// Files: session_impl.cpp (the handle's lifecycle, the session's state,
+// close), session_requests.cpp (the requests), watch_registry.cpp,
+// heartbeat.cpp, read_retries.cpp; c_types.cpp converts the C client's
+// types and codes.
 #pragma once
 
 #include <zookeeper/zookeeper.h>
@@ -16,14 +22,11 @@
 
 #include "c_client_scope.hpp"
 #include "client_pump.hpp"
+#include "heartbeat.hpp"
+#include "read_retries.hpp"
+#include "watch_registry.hpp"
 
 namespace zkasio::detail {
-
-node_stat to_stat(const Stat* s);
-// The C client's codes for a request that got no answer from the server but
-// may be sent again: the connection was lost (or the C client failed on its
-// side) before the answer came.
-bool lost_in_transit(int rc);
 
 class session_impl final : public session_core,
                            public std::enable_shared_from_this<session_impl> {
@@ -55,43 +58,21 @@ class session_impl final : public session_core,
   void close(completion_ptr<> done) override;
   void abandon() override;
 
-  // Used by the C callbacks (requests.hpp, watches.cpp).
+  // The door through which the C client's callbacks (requests.hpp) and the
+  // session's parts reach it; nothing else of it is theirs.
+  zhandle_t* handle() const noexcept { return zh_; }
+  const session_options& options() const noexcept { return options_; }
+  bool connected() const noexcept { return state() == session_state::connected; }
+  // The C client's code as the error callers see.
   std::error_code translate(int rc) const;
   // A reply came: the server saw the session at `submitted` at the latest.
   void note_answer(int rc, clock::time_point submitted);
-  zhandle_t* handle() const noexcept { return zh_; }
+  // A request was handed to the C client: let it send.
   void after_submit() { pump_.flush(); }
-  bool connected() const noexcept { return state() == session_state::connected; }
   // A read that failed for connection loss goes again once connected, unless
   // its deadline passed; `fail` runs if it cannot.
   void retry_read(clock::time_point deadline, std::function<void()> resend,
                   std::function<void(std::error_code)> fail);
-
-  // Watches (watches.cpp).
-  enum class watch_kind { data, children };
-  struct watch_waiter {
-    completion_ptr<> deleted{};            // waits for deletion only
-    completion_ptr<event_type> changed{};  // waits for any change
-    std::int32_t known_version = any_version;
-    bool done() const { return deleted ? deleted->done() : changed->done(); }
-  };
-  // One watch this session holds (or is setting) on the server for a path and
-  // kind; any number of waiters share it. Its address is the C watcher context.
-  struct watch_point {
-    session_impl* owner = nullptr;
-    std::list<watch_point>::iterator self;  // in owner->points_
-    std::string path;
-    watch_kind kind = watch_kind::data;
-    std::list<watch_waiter> waiters;
-    bool indexed = true;       // found by new waiters; false once being withdrawn
-    bool registered = false;   // the C client holds a watcher object for it
-    bool arming = false;       // a get-with-watch request is in flight
-    bool removing = false;     // a remove-watches request is in flight
-    node_stat last;                 // the node as of the last arming reply
-  };
-  void on_watch_reply(watch_point* point, int rc, const Stat* st);
-  void on_watch_event(watch_point* point, int type);
-  void on_watches_removed(watch_point* point, int rc);
 
  private:
   void open_handle();
@@ -100,8 +81,6 @@ class session_impl final : public session_core,
   void on_unrecoverable();
   void set_state(session_state s);
   void fail_everything(std::error_code ec);
-  void start_heartbeat();
-  void arm_retry_timer();
   void finish_close();
   // Why the session can take no request now (closed, closing, auth failed,
   // expired for good), if it cannot.
@@ -109,16 +88,7 @@ class session_impl final : public session_core,
   // Why a request may not be sent (closing, a bad path, over jute.maxbuffer), if it may not.
   std::error_code admit(std::string_view path, bool sequential = false, std::size_t bytes = 0) const;
 
-  // Watches (watches.cpp).
-  void add_waiter(watch_kind kind, std::string path, watch_waiter waiter);
-  void arm(watch_point* point);
-  void settle(watch_point* point, std::error_code ec, std::optional<event_type> event);
-  void withdraw_if_idle(watch_point* point);
-  void free_if_unused(watch_point* point);
-  void drop_all_watches(std::error_code ec);
-
   static void session_watcher(zhandle_t*, int type, int state, const char*, void* context);
-  static void node_watcher(zhandle_t*, int type, int state, const char*, void* context);
 
   session_options options_;
   zhandle_t* zh_ = nullptr;
@@ -131,20 +101,10 @@ class session_impl final : public session_core,
   // after an expiry starts without it, and is given it again.
   std::vector<std::pair<std::string, std::string>> auths_;
 
-  struct parked_read {
-    clock::time_point deadline;
-    std::function<void()> resend;
-    std::function<void(std::error_code)> fail;
-  };
-  std::list<parked_read> parked_reads_;
-  asio::steady_timer retry_timer_;
-
-  asio::steady_timer heartbeat_;
-  bool heartbeat_in_flight_ = false;
+  watch_registry watches_;
+  read_retries retries_;
+  heartbeat heartbeat_;
   asio::steady_timer close_probe_timer_;
-
-  std::list<watch_point> points_;
-  std::map<std::pair<watch_kind, std::string>, watch_point*> index_;
 };
 
 }  // namespace zkasio::detail

@@ -1,7 +1,4 @@
-// One-shot watches. Waiters on the same path and kind share one watch_point,
-// which holds at most one watch on the server (one C watcher object, the point
-// itself as its context) and at most one request in flight. A point lives
-// until no waiter, no C watcher object and no request refers to it.
+// One-shot watches (watch_registry.hpp).
 //
 // Withdrawing: the last waiter gone, a registered point sends
 // remove_all_watches for its path and kind (zoo_aremove_watches would only
@@ -12,54 +9,39 @@
 // reconnection.
 #include <asio/post.hpp>
 
+#include "watch_registry.hpp"
+
+#include "c_types.hpp"
 #include "requests.hpp"
 #include "session_impl.hpp"
 
 namespace zkasio::detail {
-namespace {
 
-struct watch_request {
+struct watch_registry::watch_request {
   session_impl* session;
-  session_impl::watch_point* point;
+  watch_point* point;
   session_core::clock::time_point submitted = session_core::clock::now();
   bool through_leader = false;  // a read: see request (requests.hpp)
 };
 
-ZooWatcherType c_watch_type(session_impl::watch_kind kind) {
-  return kind == session_impl::watch_kind::data ? ZWATCHTYPE_DATA : ZWATCHTYPE_CHILD;
+namespace {
+
+ZooWatcherType c_watch_type(watch_registry::watch_kind kind) {
+  return kind == watch_registry::watch_kind::data ? ZWATCHTYPE_DATA : ZWATCHTYPE_CHILD;
 }
 
-std::int32_t version_of(const session_impl::watch_point& point) {
-  return point.kind == session_impl::watch_kind::data ? point.last.version : point.last.cversion;
+std::int32_t version_of(const auto& point) {
+  return point.kind == watch_registry::watch_kind::data ? point.last.version : point.last.cversion;
 }
 
-event_type change_of(session_impl::watch_kind kind) {
-  return kind == session_impl::watch_kind::data ? event_type::data_changed
+event_type change_of(watch_registry::watch_kind kind) {
+  return kind == watch_registry::watch_kind::data ? event_type::data_changed
                                                 : event_type::children_changed;
 }
 
 }  // namespace
 
-void session_impl::wait_deleted(std::string path, completion_ptr<> done) {
-  if (refused(done, admit(path))) return;
-  add_waiter(watch_kind::data, std::move(path), {.deleted = std::move(done)});
-}
-
-void session_impl::wait_data_changed(std::string path, std::int32_t known_version,
-                                     completion_ptr<event_type> done) {
-  if (refused(done, admit(path))) return;
-  add_waiter(watch_kind::data, std::move(path),
-             {.changed = std::move(done), .known_version = known_version});
-}
-
-void session_impl::wait_children_changed(std::string path, std::int32_t known_cversion,
-                                         completion_ptr<event_type> done) {
-  if (refused(done, admit(path))) return;
-  add_waiter(watch_kind::children, std::move(path),
-             {.changed = std::move(done), .known_version = known_cversion});
-}
-
-void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter waiter) {
+void watch_registry::add(watch_kind kind, std::string path, watch_waiter waiter) {
   auto key = std::make_pair(kind, path);
   watch_point* point;
   if (auto found = index_.find(key); found != index_.end()) {
@@ -86,46 +68,47 @@ void session_impl::add_waiter(watch_kind kind, std::string path, watch_waiter wa
     if (it->changed && it->known_version != any_version && it->known_version != version_of(*point))
       it->changed->complete({}, change_of(kind));
     withdraw_if_idle(point);
-  } else if (!point->arming && connected()) {
+  } else if (!point->arming && session_.connected()) {
     arm(point);
     withdraw_if_idle(point);
   }
   // Not connected: armed once connected (on_session_event).
 }
 
-void session_impl::arm(watch_point* point) {
+void watch_registry::arm(watch_point* point) {
   point->arming = true;
-  auto r = std::make_unique<watch_request>(watch_request{this, point});
-  c_client_scope scope(&options_);
+  auto r = std::make_unique<watch_request>(watch_request{&session_, point});
+  c_client_scope scope(&session_.options());
+  auto* zh = session_.handle();
   int rc;
   if (point->kind == watch_kind::data) {
     rc = zoo_awget(
-        zh_, point->path.c_str(), &session_impl::node_watcher, point,
+        zh, point->path.c_str(), &watch_registry::node_watcher, point,
         [](int rc, const char*, int, const Stat* st, const void* context) {
           auto r = take_back<watch_request>(context, rc);
-          r->session->on_watch_reply(r->point, rc, st);
+          r->point->owner->on_reply(r->point, rc, st);
         },
         r.get());
   } else {
     rc = zoo_awget_children2(
-        zh_, point->path.c_str(), &session_impl::node_watcher, point,
+        zh, point->path.c_str(), &watch_registry::node_watcher, point,
         [](int rc, const String_vector*, const Stat* st, const void* context) {
           auto r = take_back<watch_request>(context, rc);
-          r->session->on_watch_reply(r->point, rc, st);
+          r->point->owner->on_reply(r->point, rc, st);
         },
         r.get());
   }
   if (rc != ZOK) {
     // The caller withdraws the point if that left it idle.
     point->arming = false;
-    settle(point, translate(rc), std::nullopt);
+    settle(point, session_.translate(rc), std::nullopt);
     return;
   }
   r.release();
-  after_submit();
+  session_.after_submit();
 }
 
-void session_impl::on_watch_reply(watch_point* point, int rc, const Stat* st) {
+void watch_registry::on_reply(watch_point* point, int rc, const Stat* st) {
   point->arming = false;
   if (rc == ZOK) {
     point->registered = true;
@@ -142,20 +125,20 @@ void session_impl::on_watch_reply(watch_point* point, int rc, const Stat* st) {
     }
   } else if (lost_in_transit(rc)) {
     // Set again once connected; waiters wait on (they have no deadline of their own).
-    if (connected() && !point->waiters.empty()) arm(point);
+    if (session_.connected() && !point->waiters.empty()) arm(point);
   } else {
-    settle(point, translate(rc), std::nullopt);
+    settle(point, session_.translate(rc), std::nullopt);
   }
   withdraw_if_idle(point);
 }
 
-void session_impl::node_watcher(zhandle_t*, int type, int, const char*, void* context) {
+void watch_registry::node_watcher(zhandle_t*, int type, int, const char*, void* context) {
   if (type == ZOO_SESSION_EVENT) return;  // session state is the session watcher's business
   auto* point = static_cast<watch_point*>(context);
-  point->owner->on_watch_event(point, type);
+  point->owner->on_event(point, type);
 }
 
-void session_impl::on_watch_event(watch_point* point, int type) {
+void watch_registry::on_event(watch_point* point, int type) {
   point->registered = false;
   event_type event = type == ZOO_DELETED_EVENT   ? event_type::deleted
                      : type == ZOO_CHANGED_EVENT ? event_type::data_changed
@@ -168,7 +151,7 @@ void session_impl::on_watch_event(watch_point* point, int type) {
   withdraw_if_idle(point);
 }
 
-void session_impl::settle(watch_point* point, std::error_code ec, std::optional<event_type> event) {
+void watch_registry::settle(watch_point* point, std::error_code ec, std::optional<event_type> event) {
   for (auto& w : point->waiters) {
     if (w.deleted) {
       if (ec || event == event_type::deleted) w.deleted->complete(ec);
@@ -178,61 +161,74 @@ void session_impl::settle(watch_point* point, std::error_code ec, std::optional<
   }
 }
 
-void session_impl::withdraw_if_idle(watch_point* point) {
+void watch_registry::withdraw_if_idle(watch_point* point) {
   point->waiters.remove_if([](const watch_waiter& w) { return w.done(); });
   if (!point->waiters.empty() || point->arming || point->removing) return;
   if (point->indexed) {
     index_.erase({point->kind, point->path});
     point->indexed = false;
   }
-  if (point->registered && zh_) {
+  if (auto* zh = session_.handle(); point->registered && zh) {
     point->removing = true;
-    auto r = std::make_unique<watch_request>(watch_request{this, point});
-    c_client_scope scope(&options_);
+    auto r = std::make_unique<watch_request>(watch_request{&session_, point});
+    c_client_scope scope(&session_.options());
     void_completion_t removed = [](int rc, const void* context) {
       auto r = take_back<watch_request>(context, rc);
-      r->session->on_watches_removed(r->point, rc);
+      r->point->owner->on_removed(r->point, rc);
     };
     // The 3.8 header declares a pointer to the completion, but the client uses
     // the pointer as the completion itself.
-    int rc = zoo_aremove_all_watches(zh_, point->path.c_str(), c_watch_type(point->kind), 0,
+    int rc = zoo_aremove_all_watches(zh, point->path.c_str(), c_watch_type(point->kind), 0,
                                      reinterpret_cast<void_completion_t*>(removed), r.get());
     if (rc == ZOK) {
       r.release();
-      after_submit();
+      session_.after_submit();
       return;
     }
     point->removing = false;
-    on_watches_removed(point, rc);
+    on_removed(point, rc);
     return;
   }
   free_if_unused(point);
 }
 
-void session_impl::on_watches_removed(watch_point* point, int rc) {
+void watch_registry::on_removed(watch_point* point, int rc) {
   point->removing = false;
   if (rc == ZOK) {
     point->registered = false;  // the C client dropped its watcher objects for the path
-  } else if (point->registered && zh_) {
-    zoo_aremove_watches(zh_, point->path.c_str(), c_watch_type(point->kind),
-                        &session_impl::node_watcher, point, 1, nullptr, nullptr);
+  } else if (auto* zh = session_.handle(); point->registered && zh) {
+    zoo_aremove_watches(zh, point->path.c_str(), c_watch_type(point->kind),
+                        &watch_registry::node_watcher, point, 1, nullptr, nullptr);
     point->registered = false;
   }
   free_if_unused(point);
 }
 
-void session_impl::free_if_unused(watch_point* point) {
+void watch_registry::free_if_unused(watch_point* point) {
   if (point->indexed || point->registered || point->arming || point->removing ||
       !point->waiters.empty())
     return;
   points_.erase(point->self);
 }
 
-void session_impl::drop_all_watches(std::error_code ec) {
+void watch_registry::fail_all(std::error_code ec) {
   for (auto& point : points_) {
     settle(&point, ec, std::nullopt);
     point.waiters.clear();
   }
+}
+
+void watch_registry::arm_waiting() {
+  std::vector<watch_point*> unarmed;
+  for (auto& point : points_)
+    if (point.indexed && !point.waiters.empty() && !point.registered && !point.arming) unarmed.push_back(&point);
+  for (auto* point : unarmed) arm(point);
+  for (auto* point : unarmed) withdraw_if_idle(point);
+}
+
+void watch_registry::forget_all() {
+  index_.clear();
+  points_.clear();
 }
 
 }  // namespace zkasio::detail

@@ -1,0 +1,39 @@
+// Between the C client's types and codes and zkasio's: stats, ACLs, create
+// modes, what a reply code says about the server's answer, and the sizes
+// the server counts against jute.maxbuffer.
+#pragma once
+
+#include <zookeeper/zookeeper.h>
+
+#include <cstddef>
+#include <vector>
+#include <zkasio/operations.hpp>
+
+namespace zkasio::detail {
+
+node_stat to_stat(const Stat* s);
+
+// The request got no answer from the server (whatever the C client says
+// went wrong on its side), or only the refusal of a busy server: nothing
+// the server did with the session.
+bool unanswered(int rc);
+// The request got no answer from the server but may be sent again: the
+// connection was lost (or the C client failed on its side) before it came.
+bool lost_in_transit(int rc);
+
+// ACLs in the C client's shape; the strings stay owned by `source`.
+struct c_acl {
+  std::vector<ACL> entries;
+  ACL_vector vector{};
+  explicit c_acl(const acl& source);
+};
+
+int c_mode(create_mode mode);
+bool sequential(create_mode mode);
+
+// Header (xid, type) of every request.
+constexpr std::size_t header_bytes = 8;
+// A multi's per-operation header (type, done, err) and its closing header.
+constexpr std::size_t multi_header_bytes = 9;
+
+}  // namespace zkasio::detail
