@@ -83,14 +83,14 @@ class accounts {
       for (std::string name; std::getline(parts, name, '/');) {
         path += "/" + name;
         auto [ec, made] = co_await zk_.async_create(path, "", as_tuple(asio::use_awaitable));
-        if (ec && ec != zkasio::error::node_exists) throw std::system_error(ec, path);
+        if (ec && ec != zkasio::zk_error::node_exists) throw std::system_error(ec, path);
       }
     }
   }
 
   awaitable<balance> read(const std::string& account) {
     auto [ec, node] = co_await zk_.async_get_data(node_of(account), as_tuple(asio::use_awaitable));
-    if (ec == zkasio::error::no_node) co_return balance{};
+    if (ec == zkasio::zk_error::no_node) co_return balance{};
     if (ec) throw std::system_error(ec, node_of(account));
     std::istringstream fields(node.data);
     balance b;

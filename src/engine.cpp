@@ -34,9 +34,9 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
                    if (!m || ec == asio::error::operation_aborted) return;
                    auto ended = [&](std::uint64_t g, bool expired) {
                      m->known->session_ended(m->session_in(g), expired);
-                     if (m->turns)
-                       m->turns->session_ended({m->core, g},
-                                               make_error_code(expired ? error::session_expired : error::session_closed));
+                     auto why = expired ? make_error_code(zk_error::session_expired)
+                                        : make_error_code(error::session_closed);
+                     if (m->turns) m->turns->session_ended({m->core, g}, why);
                    };
                    // Every generation that passed expired (two may pass
                    // before this handler runs).

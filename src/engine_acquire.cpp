@@ -71,7 +71,7 @@ bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::
   auto state = m.s.state();
   bool session_follows = state != session_state::closed &&
                          (m.s.generation() != generation || state != session_state::expired);
-  return ec == error::session_expired && m.options.requeue_on_expiry && !try_once && session_follows;
+  return ec == zk_error::session_expired && m.options.requeue_on_expiry && !try_once && session_follows;
 }
 
 }  // namespace zkasio::detail

@@ -27,7 +27,7 @@ awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<engine_st
                                                        std::string predecessor, bool relist_after) {
   for (;;) {
     auto ec = co_await wait_gone(m, a, predecessor);
-    if (!ec && m->s.generation() != a.generation) ec = make_error_code(error::session_expired);
+    if (!ec && m->s.generation() != a.generation) ec = make_error_code(zk_error::session_expired);
     if (ec) co_return std::make_tuple(ec, turn::relist);
     if (relist_after) co_return std::make_tuple(std::error_code{}, turn::relist);
     // Only known nodes were below: which of them may still be there is known.
@@ -107,7 +107,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
       continue;
     }
     if (ec) co_return failed(ec);
-    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+    if (s.generation() != a.generation) co_return failed(make_error_code(zk_error::session_expired));
     auto verdict = decide(*view, a.node, exempt(a));
     view.reset();  // a waiter keeps no listing: there may be thousands of both
     if (verdict.what == lock_verdict::missing) {

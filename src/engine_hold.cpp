@@ -6,8 +6,8 @@ namespace zkasio::detail {
 
 loss loss_of(std::error_code ec) {
   // (A session whose authentication failed lives on the server until it expires.)
-  if (ec == error::session_closed || ec == error::auth_failed) return loss::session_closed;
-  return ec == error::session_expired ? loss::session_over : loss::may_be_lost;
+  if (ec == error::session_closed || ec == zk_error::auth_failed) return loss::session_closed;
+  return ec == zk_error::session_expired ? loss::session_over : loss::may_be_lost;
 }
 
 namespace {
@@ -66,7 +66,7 @@ awaitable<loss> watch_node(std::shared_ptr<hold> h) {
     if (event == event_type::deleted) co_return loss::node_gone;
     auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
     if (read_ec == asio::error::operation_aborted) co_return loss::none;
-    if (read_ec == error::no_node || (!read_ec && data.stat.czxid != h->czxid)) co_return loss::node_gone;
+    if (read_ec == zk_error::no_node || (!read_ec && data.stat.czxid != h->czxid)) co_return loss::node_gone;
     if (read_ec || data.data == revoke_message) co_return loss_of(read_ec);
     version = data.stat.version;
   }

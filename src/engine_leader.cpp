@@ -29,7 +29,7 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
   leader_look look{.who = std::nullopt, .dir = race ? parent : m->path, .cversion = std::nullopt};
   for (;;) {
     auto [ec, kids] = co_await s.async_get_children(look.dir, as_tuple(use_awaitable));
-    if (ec == error::no_node) co_return std::make_tuple(std::error_code{}, look);
+    if (ec == zk_error::no_node) co_return std::make_tuple(std::error_code{}, look);
     if (ec) co_return std::make_tuple(ec, look);
     look.cversion = kids.stat.cversion;
     look.dir_czxid = kids.stat.czxid;
@@ -41,7 +41,7 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
     }
     if (!name) co_return std::make_tuple(std::error_code{}, look);
     auto [read_ec, data] = co_await s.async_get_data(m->full(*name), as_tuple(use_awaitable));
-    if (read_ec == error::no_node) continue;  // it went meanwhile: look again
+    if (read_ec == zk_error::no_node) continue;  // it went meanwhile: look again
     if (read_ec) co_return std::make_tuple(read_ec, look);
     look.who = leader{m->full(*name), std::move(data.data), data.stat.czxid};
     co_return std::make_tuple(std::error_code{}, look);
@@ -71,7 +71,7 @@ asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_chang
                                other_incarnation(s, look.dir, look.dir_czxid));
       if (changed.index() == 0) {
         auto [watch_ec, event] = std::get<0>(changed);
-        wait_ec = watch_ec == error::no_node ? std::error_code{} : watch_ec;
+        wait_ec = watch_ec == zk_error::no_node ? std::error_code{} : watch_ec;
       }
     }
     if (wait_ec) co_return std::make_tuple(wait_ec, std::optional<leader>{});
@@ -82,10 +82,10 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
   auto& s = state->s;
   auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
   std::vector<contender> queue;
-  if (ec) co_return std::make_tuple(ec == error::no_node ? std::error_code{} : ec, std::move(queue));
+  if (ec) co_return std::make_tuple(ec == zk_error::no_node ? std::error_code{} : ec, std::move(queue));
   for (auto& node : lock_queue(kids.names, state->family)) {
     auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
-    if (read_ec == error::no_node) continue;  // it went while we read
+    if (read_ec == zk_error::no_node) continue;  // it went while we read
     if (read_ec) co_return std::make_tuple(read_ec, std::vector<contender>{});
     queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data),
                      node.kind == node_kind::read});
@@ -98,7 +98,7 @@ asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state
     co_return std::make_tuple(make_error_code(error::not_held));
   auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));
-  if (ec == error::no_node) ec = make_error_code(error::not_held);
+  if (ec == zk_error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);
 }
 

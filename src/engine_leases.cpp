@@ -26,7 +26,7 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
       if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
       continue;
     }
-    if (!ec && s.generation() != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (!ec && s.generation() != mine.front().generation) ec = make_error_code(zk_error::session_expired);
     if (ec) co_return ec;
     std::vector<std::string> names;
     for (auto& a : mine) names.push_back(a.node.name);
@@ -62,7 +62,7 @@ awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state>
   for (auto& a : mine) {
     auto [ec, listed] = co_await create_node(m, a);
     if (ride_through(ec, m->s, a) && !a.node.name.empty()) ec = {};  // wait_for_room lists again
-    if (!ec && a.generation != mine.front().generation) ec = make_error_code(error::session_expired);
+    if (!ec && a.generation != mine.front().generation) ec = make_error_code(zk_error::session_expired);
     if (ec) co_return std::make_tuple(ec);
   }
   co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));

@@ -8,7 +8,7 @@ namespace {
 
 // Errors that mean the node went with the session.
 bool session_gone(std::error_code ec) {
-  return ec == error::session_expired || ec == error::session_closed || ec == error::auth_failed;
+  return ec == zk_error::session_expired || ec == error::session_closed || ec == zk_error::auth_failed;
 }
 
 // Sends the listing contenders are waiting to share (next_listing), if any;
@@ -56,7 +56,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // busy_backoff.hpp). The session's error if it is over; operation_aborted
 // if cancelled during the pause.
 awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec) {
-  if (ec == error::throttled_op || ec == error::session_moved) {
+  if (ec == zk_error::throttled_op || ec == zk_error::session_moved) {
     asio::steady_timer pause(m->strand, m->busy.next(std::chrono::steady_clock::now()));
     if (auto [pause_ec] = co_await pause.async_wait(as_tuple(use_awaitable)); pause_ec) co_return pause_ec;
   }
@@ -91,9 +91,9 @@ awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::str
     }
     if (!ec) std::tie(ec) = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
     // (Closed while disconnected, a session's nodes live until it expires.)
-    if (!ec || ec == error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
-    if (!ec || (ec == error::no_node && retry)) co_return std::error_code{};
-    if (ec == error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
+    if (!ec || ec == zk_error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
+    if (!ec || (ec == zk_error::no_node && retry)) co_return std::error_code{};
+    if (ec == zk_error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
     if (auto connect_ec = co_await until_retry(m, ec)) {
       if (loss_of(connect_ec) == loss::session_over) m->known->gone(name);
@@ -128,7 +128,7 @@ awaitable<std::error_code> create_parents(engine_state& m, const std::string& pa
   for (auto slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     auto parent = path.substr(0, slash);
     auto [ec, made] = co_await m.s.async_create(parent, "", container, as_tuple(use_awaitable));
-    if (ec && ec != error::node_exists) co_return ec;
+    if (ec && ec != zk_error::node_exists) co_return ec;
     if (slash == std::string::npos) co_return std::error_code{};
   }
 }
@@ -169,7 +169,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
                          if (!reply->abandoned) m->known->add(reply->node, owner, beside);
                        } else {  // the server named it as no server does: delete it by name
                          reply->node.name = std::string(name);
-                         reply->ec = make_error_code(error::system_error);
+                         reply->ec = make_error_code(error::unexpected_reply);
                        }
                      }));
   return reply;
@@ -193,7 +193,7 @@ awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::st
   auto ec = co_await create_parents(*m, path);
   if (!ride_through(ec, m->s, a)) co_return ec;
   if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
-  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(zk_error::session_expired);
 }
 
 namespace {
@@ -213,26 +213,26 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m
   // answer): `failed` is the last request's error, create_ec at first.
   for (std::error_code failed = create_ec;;) {
     if (auto connect_ec = co_await until_retry(m, failed)) co_return listing(connect_ec, nullptr);
-    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (expired()) co_return listing(make_error_code(zk_error::session_expired), nullptr);
     // Reconnected maybe to another server: it must have seen the create, if
     // the leader applied it, before it is asked.
     std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
     if (ride_through(failed, s, a)) continue;
-    if (failed && failed != error::no_node) co_return listing(failed, nullptr);
+    if (failed && failed != zk_error::no_node) co_return listing(failed, nullptr);
     // (Shared: after a cut, every contender whose create was in flight looks;
     // thousands of listings of thousands of names would be gigabytes.)
     std::shared_ptr<const queue_view> view;
     std::tie(failed, view) = co_await fresh_listing(m);
     // (A listing answered in a later session would not show the node either.)
-    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (expired()) co_return listing(make_error_code(zk_error::session_expired), nullptr);
     if (ride_through(failed, s, a)) continue;
-    if (failed == error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
+    if (failed == zk_error::no_node) co_return std::nullopt;  // the parent went (a container): so did the node
     if (failed) co_return listing(failed, nullptr);
     auto found = find_by_uuid(view->nodes, a.uuid);
     if (!found) co_return std::nullopt;
     std::optional<node_stat> st;
     std::tie(failed, st) = co_await s.async_exists(m->full(found->name), as_tuple(use_awaitable));
-    if (expired()) co_return listing(make_error_code(error::session_expired), nullptr);
+    if (expired()) co_return listing(make_error_code(zk_error::session_expired), nullptr);
     if (ride_through(failed, s, a)) continue;
     if (failed) co_return listing(failed, nullptr);
     if (!st || st->ephemeral_owner != s.id()) co_return std::nullopt;
@@ -267,7 +267,7 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, 
     auto found = co_await find_lost_node(m, a, {});
     if (!found) co_return std::error_code{};  // not made, or gone already
     // The session over: so is the node.
-    if (auto ec = std::get<0>(*found)) co_return ec == error::session_expired ? std::error_code{} : ec;
+    if (auto ec = std::get<0>(*found)) co_return ec == zk_error::session_expired ? std::error_code{} : ec;
   }
   if (a.gone) co_return std::error_code{};
   co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
@@ -290,7 +290,9 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     auto reply = send_create(m, a);
     auto listed = co_await fresh_listing(m);
     if (!reply->done) {  // cancelled, or the listing refused at once: the caller deletes by uuid
-      if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::system_error);
+      // (A listing answered before the create: the order that send_create
+      // relies on broke.)
+      if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::internal_error);
       co_return listed;
     }
     a.node = reply->node;
@@ -302,7 +304,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     }
     // No parent: create it (as a container, which the server may remove again
     // once empty, so more than once, but not for ever).
-    if (create_ec == error::no_node && parents_made++ < 3) {
+    if (create_ec == zk_error::no_node && parents_made++ < 3) {
       if (auto ec = co_await make_parents(m, m->path, a)) co_return listing(ec, nullptr);
       continue;
     }

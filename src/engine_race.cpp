@@ -15,13 +15,13 @@ awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a
   local_turns::line_key key{m->core, a.generation};
   if (try_once) {
     a.turn = m->turns->try_take(key);
-    if (m->s.generation() != a.generation) co_return make_error_code(error::session_expired);
+    if (m->s.generation() != a.generation) co_return make_error_code(zk_error::session_expired);
     co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
   }
   if (auto ec = co_await wait_here(m, [&](completion_ptr<> done) { m->turns->enter(key, m->strand, std::move(done)); }))
     co_return ec;
   a.turn = m->turns->take(key);
-  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(error::session_expired);
+  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(zk_error::session_expired);
 }
 
 // Whether a race contender's create took effect, after it failed with
@@ -38,10 +38,10 @@ awaitable<std::tuple<std::error_code, std::optional<node_stat>>> find_race_node(
   // `failed`: the last request's error, create_ec at first.
   for (std::error_code failed = create_ec;;) {
     if (auto connect_ec = co_await until_retry(m, failed)) co_return failure(connect_ec);
-    if (s.generation() != a.generation) co_return failure(make_error_code(error::session_expired));
+    if (s.generation() != a.generation) co_return failure(make_error_code(zk_error::session_expired));
     std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
     if (ride_through(failed, s, a)) continue;
-    if (failed && failed != error::no_node) co_return failure(failed);
+    if (failed && failed != zk_error::no_node) co_return failure(failed);
     std::optional<node_stat> st;
     std::tie(failed, st) = co_await s.async_exists(m->path, as_tuple(use_awaitable));
     if (ride_through(failed, s, a)) continue;
@@ -66,7 +66,7 @@ awaitable<std::tuple<std::error_code, found_node>> clear_own_node(std::shared_pt
     co_return result(connect_ec, found_node::look_again);
   }
   if (stat_ec) co_return result(stat_ec, found_node::others);
-  if (st && st->ephemeral_owner == 0) co_return result(make_error_code(error::node_exists), found_node::others);
+  if (st && st->ephemeral_owner == 0) co_return result(make_error_code(zk_error::node_exists), found_node::others);
   if (!st || st->ephemeral_owner != a.session_id) co_return result({}, found_node::others);
   auto delete_ec = co_await delete_node(m, "", st->ephemeral_owner, st->czxid);
   if (delete_ec == error::lock_lost) delete_ec = {};
@@ -105,11 +105,11 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
   // (session_impl::on_unrecoverable). 0: that session is not made yet.
   while ((a.session_id = s.id()) == 0) {
     if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
-    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+    if (s.generation() != a.generation) co_return failed(make_error_code(zk_error::session_expired));
   }
   bool checked_own = false;
   for (int parents_made = 0;;) {
-    if (s.generation() != a.generation) co_return failed(make_error_code(error::session_expired));
+    if (s.generation() != a.generation) co_return failed(make_error_code(zk_error::session_expired));
     a.submitted = true;
     auto [ec, made] = co_await s.async_create(m->path, a.data, create_options(create_mode::ephemeral, node_acl(*m)),
                                               as_tuple(use_awaitable));
@@ -117,20 +117,20 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       a.stat = made.stat;
       co_return std::make_tuple(std::error_code{}, granted(m, a, who));
     }
-    if (ec == error::node_exists && !checked_own) {
+    if (ec == zk_error::node_exists && !checked_own) {
       auto [own_ec, next] = co_await clear_own_node(m, a);
       if (own_ec) co_return failed(own_ec);
       checked_own = next != found_node::look_again;
       if (next != found_node::others) continue;
     }
-    if (ec == error::node_exists) {
+    if (ec == zk_error::node_exists) {
       if (try_once) co_return failed(make_error_code(error::lock_busy));
       auto [wait_ec] = co_await s.async_wait_deleted(m->path, as_tuple(use_awaitable));
       if (ride_through(wait_ec, s, a)) wait_ec = co_await until_retry(m, wait_ec);
       if (wait_ec) co_return failed(wait_ec);
       continue;
     }
-    if (ec == error::no_node && parents_made++ < 3) {
+    if (ec == zk_error::no_node && parents_made++ < 3) {
       if (auto parents_ec = co_await make_parents(m, split_path(m->path).first, a)) co_return failed(parents_ec);
       continue;
     }
@@ -151,7 +151,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
 // turn, which it keeps until then).
 awaitable<std::error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
   auto [ec, mine] = co_await find_race_node(m, a, {});
-  if (ec == error::session_expired) co_return std::error_code{};  // it went with its session
+  if (ec == zk_error::session_expired) co_return std::error_code{};  // it went with its session
   if (ec || !mine) co_return ec;
   co_return co_await delete_node(m, "", mine->ephemeral_owner, a.stat.czxid ? a.stat.czxid : mine->czxid);
 }

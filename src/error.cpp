@@ -3,42 +3,48 @@
 namespace zkasio {
 namespace {
 
-const char* describe(error e) noexcept {
+const char* describe(zk_error e) noexcept {
   switch (e) {
-    case error::system_error: return "ZooKeeper system error";
-    case error::runtime_inconsistency: return "ZooKeeper runtime inconsistency";
-    case error::data_inconsistency: return "ZooKeeper data inconsistency";
-    case error::connection_loss: return "connection to the ZooKeeper server lost";
-    case error::marshalling_error: return "error while marshalling or unmarshalling data";
-    case error::unimplemented: return "operation not implemented by the server";
-    case error::operation_timeout: return "ZooKeeper operation timed out";
-    case error::bad_arguments: return "invalid arguments";
-    case error::invalid_state: return "ZooKeeper handle in an invalid state";
-    case error::new_config_no_quorum: return "no quorum of the new configuration is connected";
-    case error::reconfig_in_progress: return "another reconfiguration is in progress";
-    case error::ssl_connection_error: return "SSL connection error";
-    case error::api_error: return "ZooKeeper API error";
-    case error::no_node: return "node does not exist (for a create: its parent does not exist)";
-    case error::no_auth:
+    case zk_error::system_error: return "ZooKeeper system error";
+    case zk_error::runtime_inconsistency: return "ZooKeeper runtime inconsistency";
+    case zk_error::data_inconsistency: return "ZooKeeper data inconsistency";
+    case zk_error::connection_loss: return "connection to the ZooKeeper server lost";
+    case zk_error::marshalling_error: return "error while marshalling or unmarshalling data";
+    case zk_error::unimplemented: return "operation not implemented by the server";
+    case zk_error::operation_timeout: return "ZooKeeper operation timed out";
+    case zk_error::bad_arguments: return "invalid arguments";
+    case zk_error::invalid_state: return "ZooKeeper handle in an invalid state";
+    case zk_error::new_config_no_quorum: return "no quorum of the new configuration is connected";
+    case zk_error::reconfig_in_progress: return "another reconfiguration is in progress";
+    case zk_error::ssl_connection_error: return "SSL connection error";
+    case zk_error::api_error: return "ZooKeeper API error";
+    case zk_error::no_node: return "node does not exist (for a create: its parent does not exist)";
+    case zk_error::no_auth:
       return "not authorized by the node's ACL (a wrong digest password is no error in ZooKeeper: it is "
              "another identity, which the ACL does not admit)";
-    case error::bad_version: return "version conflict";
-    case error::no_children_for_ephemerals: return "ephemeral nodes may not have children";
-    case error::node_exists: return "node already exists";
-    case error::not_empty: return "node has children";
-    case error::session_expired: return "session expired";
-    case error::invalid_callback: return "invalid callback";
-    case error::invalid_acl: return "invalid ACL";
-    case error::auth_failed: return "authentication failed";
-    case error::closing: return "ZooKeeper handle is closing";
-    case error::nothing: return "no server responses to process";
-    case error::session_moved: return "session moved to another server";
-    case error::not_read_only: return "write request sent to a read-only server";
-    case error::ephemeral_on_local_session: return "ephemeral node on a local session";
-    case error::no_watcher: return "no such watcher";
-    case error::reconfig_disabled: return "reconfiguration is disabled";
-    case error::session_closed_requires_sasl_auth: return "session closed: the server requires SASL authentication";
-    case error::throttled_op: return "operation throttled by the server";
+    case zk_error::bad_version: return "version conflict";
+    case zk_error::no_children_for_ephemerals: return "ephemeral nodes may not have children";
+    case zk_error::node_exists: return "node already exists";
+    case zk_error::not_empty: return "node has children";
+    case zk_error::session_expired: return "session expired";
+    case zk_error::invalid_callback: return "invalid callback";
+    case zk_error::invalid_acl: return "invalid ACL";
+    case zk_error::auth_failed: return "authentication failed";
+    case zk_error::closing: return "ZooKeeper handle is closing";
+    case zk_error::nothing: return "no server responses to process";
+    case zk_error::session_moved: return "session moved to another server";
+    case zk_error::not_read_only: return "write request sent to a read-only server";
+    case zk_error::ephemeral_on_local_session: return "ephemeral node on a local session";
+    case zk_error::no_watcher: return "no such watcher";
+    case zk_error::reconfig_disabled: return "reconfiguration is disabled";
+    case zk_error::session_closed_requires_sasl_auth: return "session closed: the server requires SASL authentication";
+    case zk_error::throttled_op: return "operation throttled by the server";
+  }
+  return nullptr;
+}
+
+const char* describe(error e) noexcept {
+  switch (e) {
     case error::invalid_path: return "invalid ZooKeeper path";
     case error::request_too_large: return "request larger than the server accepts (jute.maxbuffer)";
     case error::session_closed: return "session closed";
@@ -55,48 +61,70 @@ const char* describe(error e) noexcept {
     case error::invalid_safety_margin:
       return "the lock's safety_margin is not below its session's negotiated timeout: every lock would be lost "
              "as it is granted (make it smaller, or the session timeout longer)";
+    case error::unexpected_reply: return "the server answered as no ZooKeeper server does";
+    case error::internal_error: return "zkasio failed inside (an exception, or a broken invariant)";
   }
   return nullptr;
 }
 
-class error_category_impl final : public std::error_category {
+// The condition of a code of either category: what the caller should do.
+std::error_condition condition_of(zk_error e) noexcept {
+  switch (e) {
+    case zk_error::connection_loss:
+    case zk_error::operation_timeout:
+    case zk_error::throttled_op:
+    case zk_error::session_moved:
+      return condition::retryable;
+    case zk_error::session_expired:
+    case zk_error::auth_failed:
+    case zk_error::closing:
+    case zk_error::invalid_state:
+    case zk_error::session_closed_requires_sasl_auth:
+      return condition::session_gone;
+    case zk_error::bad_arguments:
+    case zk_error::invalid_acl:
+    case zk_error::no_children_for_ephemerals:
+    case zk_error::invalid_callback:
+      return condition::caller_fault;
+    default:
+      return {};
+  }
+}
+
+std::error_condition condition_of(error e) noexcept {
+  switch (e) {
+    case error::session_closed:
+      return condition::session_gone;
+    case error::invalid_path:
+    case error::request_too_large:
+    case error::would_deadlock:
+    case error::invalid_lease_count:
+    case error::not_fenced:
+    case error::invalid_safety_margin:
+      return condition::caller_fault;
+    default:
+      return {};
+  }
+}
+
+template <class Code>
+class code_category final : public std::error_category {
  public:
-  const char* name() const noexcept override { return "zkasio"; }
+  explicit code_category(const char* name) : name_(name) {}
+  const char* name() const noexcept override { return name_; }
 
   std::string message(int value) const override {
-    const char* text = describe(static_cast<error>(value));
-    return text ? text : "unknown zkasio error " + std::to_string(value);
+    const char* text = describe(static_cast<Code>(value));
+    return text ? text : "unknown " + std::string(name_) + " error " + std::to_string(value);
   }
 
   std::error_condition default_error_condition(int value) const noexcept override {
-    switch (static_cast<error>(value)) {
-      case error::connection_loss:
-      case error::operation_timeout:
-      case error::throttled_op:
-      case error::session_moved:
-        return condition::retryable;
-      case error::session_expired:
-      case error::auth_failed:
-      case error::closing:
-      case error::invalid_state:
-      case error::session_closed_requires_sasl_auth:
-      case error::session_closed:
-        return condition::session_gone;
-      case error::bad_arguments:
-      case error::invalid_acl:
-      case error::invalid_path:
-      case error::request_too_large:
-      case error::no_children_for_ephemerals:
-      case error::invalid_callback:
-      case error::would_deadlock:
-      case error::invalid_lease_count:
-      case error::not_fenced:
-      case error::invalid_safety_margin:
-        return condition::caller_fault;
-      default:
-        return {value, *this};
-    }
+    auto c = condition_of(static_cast<Code>(value));
+    return c ? c : std::error_condition(value, *this);
   }
+
+ private:
+  const char* name_;
 };
 
 class condition_category_impl final : public std::error_category {
@@ -115,8 +143,13 @@ class condition_category_impl final : public std::error_category {
 
 }  // namespace
 
+const std::error_category& zookeeper_category() noexcept {
+  static const code_category<zk_error> instance("zookeeper");
+  return instance;
+}
+
 const std::error_category& error_category() noexcept {
-  static const error_category_impl instance;
+  static const code_category<error> instance("zkasio");
   return instance;
 }
 

@@ -94,7 +94,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guard
   ops.insert(ops.begin(), op::check{hold.node, any_version});
   auto [ec, results] = co_await hold.engine->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
   // The check failed: the node is gone, so the lock was lost.
-  if (ec == error::no_node && !results.empty() && results.front().error == error::no_node)
+  if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
     ec = make_error_code(error::lock_lost);
   co_return std::make_tuple(ec, std::move(results));
 }

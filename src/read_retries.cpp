@@ -31,7 +31,7 @@ void read_retries::arm_timer(std::weak_ptr<const void> alive) {
     auto now = clock::now();
     for (auto it = parked_.begin(); it != parked_.end();) {
       if (it->deadline <= now) {
-        it->fail(make_error_code(error::connection_loss));
+        it->fail(make_error_code(zk_error::connection_loss));
         it = parked_.erase(it);
       } else {
         ++it;

@@ -55,7 +55,7 @@ void session_impl::open_handle() {
     // Only a malformed host string fails here (no I/O is done yet).
     if (options_.log) options_.log("zookeeper_init failed for hosts '" + options_.hosts + "'");
     set_state(session_state::closed);
-    fail_everything(make_error_code(error::bad_arguments));
+    fail_everything(make_error_code(zk_error::bad_arguments));
     return;
   }
   // By default the C client resolves the host names again on every
@@ -113,7 +113,7 @@ void session_impl::on_unrecoverable() {
     return;
   if (zoo_state(zh_) == ZOO_AUTH_FAILED_STATE) {
     set_state(session_state::auth_failed);
-    fail_everything(make_error_code(error::auth_failed));
+    fail_everything(make_error_code(zk_error::auth_failed));
     close_handle();
     return;
   }
@@ -129,7 +129,7 @@ void session_impl::on_unrecoverable() {
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   set_state(session_state::expired);
-  auto ec = make_error_code(error::session_expired);
+  auto ec = make_error_code(zk_error::session_expired);
   retries_.fail_all(ec);
   watches_.fail_all(ec);
   if (!options_.reconnect_on_expiry) {
@@ -168,20 +168,21 @@ std::error_code session_impl::translate(int rc) const {
     // while connecting), callers see one.
     case ZOPERATIONTIMEOUT:
     case ZSYSTEMERROR:
-    case ZRUNTIMEINCONSISTENCY: return make_error_code(error::connection_loss);
+    case ZRUNTIMEINCONSISTENCY: return make_error_code(zk_error::connection_loss);
     // The handle is being closed: by its owner, or because the session expired.
     case ZCLOSING:
-      return make_error_code(state() == session_state::expired ? error::session_expired : error::session_closed);
+      if (state() == session_state::expired) return make_error_code(zk_error::session_expired);
+      return make_error_code(error::session_closed);
     case ZINVALIDSTATE:
       // Also returned between two connection attempts, when nothing is lost yet.
       if (zh_ && is_unrecoverable(zh_) != ZINVALIDSTATE)
-        return make_error_code(error::connection_loss);
+        return make_error_code(zk_error::connection_loss);
       switch (state()) {
-        case session_state::auth_failed: return make_error_code(error::auth_failed);
+        case session_state::auth_failed: return make_error_code(zk_error::auth_failed);
         case session_state::closed: return make_error_code(error::session_closed);
-        default: return make_error_code(error::session_expired);
+        default: return make_error_code(zk_error::session_expired);
       }
-    default: return make_error_code(static_cast<error>(rc));
+    default: return make_error_code(static_cast<zk_error>(rc));
   }
 }
 
@@ -204,9 +205,9 @@ void session_impl::note_answer(int rc, clock::time_point submitted) {
 std::error_code session_impl::unusable() const {
   if (closing_ || !zh_ || state() == session_state::closed)
     return make_error_code(error::session_closed);
-  if (state() == session_state::auth_failed) return make_error_code(error::auth_failed);
+  if (state() == session_state::auth_failed) return make_error_code(zk_error::auth_failed);
   if (state() == session_state::expired && !options_.reconnect_on_expiry)
-    return make_error_code(error::session_expired);
+    return make_error_code(zk_error::session_expired);
   return {};
 }
 
@@ -232,10 +233,10 @@ void session_impl::connect(completion_ptr<> done) {
   switch (state()) {
     case session_state::connected: done->complete({}); return;
     case session_state::closed: done->complete(make_error_code(error::session_closed)); return;
-    case session_state::auth_failed: done->complete(make_error_code(error::auth_failed)); return;
+    case session_state::auth_failed: done->complete(make_error_code(zk_error::auth_failed)); return;
     case session_state::expired:
       if (!options_.reconnect_on_expiry) {
-        done->complete(make_error_code(error::session_expired));
+        done->complete(make_error_code(zk_error::session_expired));
         return;
       }
       break;
@@ -253,12 +254,12 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
     return;
   }
   // A state no session leaves: waiting for a change would be waiting for ever.
-  if (auto ec = unusable(); ec && ec != error::session_expired) {
+  if (auto ec = unusable(); ec && ec != zk_error::session_expired) {
     done->complete(ec, state());
     return;
   }
   if (known == session_state::expired && !options_.reconnect_on_expiry) {
-    done->complete(make_error_code(error::session_expired), state());
+    done->complete(make_error_code(zk_error::session_expired), state());
     return;
   }
   auto it = state_waiters_.emplace(state_waiters_.end(), known, done);
@@ -270,7 +271,7 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
 void session_impl::retry_read(clock::time_point deadline, std::function<void()> resend,
                               std::function<void(std::error_code)> fail) {
   if (closing_) return fail(make_error_code(error::session_closed));
-  if (clock::now() >= deadline) return fail(make_error_code(error::connection_loss));
+  if (clock::now() >= deadline) return fail(make_error_code(zk_error::connection_loss));
   if (connected()) return resend();
   retries_.park(deadline, std::move(resend), std::move(fail), weak_from_this());
 }

@@ -64,7 +64,7 @@ void session_impl::set_data(std::string path, std::string data, std::int32_t ver
 
 void session_impl::add_auth(std::string scheme, std::string credentials, completion_ptr<> done) {
   if (refused(done, unusable())) return;
-  if (refused(done, scheme.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
+  if (refused(done, scheme.empty() ? make_error_code(zk_error::bad_arguments) : std::error_code()))
     return;
   auths_.emplace_back(scheme, credentials);
   authenticated_.store(true, std::memory_order_release);
@@ -126,7 +126,7 @@ struct multi_request : request<std::vector<op_result>> {
 };
 
 void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) {
-  if (refused(done, ops.empty() ? make_error_code(error::bad_arguments) : std::error_code()))
+  if (refused(done, ops.empty() ? make_error_code(zk_error::bad_arguments) : std::error_code()))
     return;
   // The server checks the whole packet against jute.maxbuffer, so the whole counts.
   std::size_t bytes = header_bytes + multi_header_bytes;

@@ -121,7 +121,7 @@ void watch_registry::on_reply(watch_point* point, int rc, const Stat* st) {
     for (auto& w : point->waiters) {
       if (w.deleted) w.deleted->complete({});
       else if (w.known_version != any_version) w.changed->complete({}, event_type::deleted);
-      else w.changed->complete(make_error_code(error::no_node), event_type{});
+      else w.changed->complete(make_error_code(zk_error::no_node), event_type{});
     }
   } else if (lost_in_transit(rc)) {
     // Set again once connected; waiters wait on (they have no deadline of their own).

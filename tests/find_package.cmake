@@ -14,7 +14,7 @@ run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build"
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer")
-if(NOT output MATCHES "zkasio: node does not exist")
+if(NOT output MATCHES "zookeeper: node does not exist")
   message(FATAL_ERROR "unexpected consumer output: ${output}")
 endif()
 message(STATUS "consumer: ${output}")

@@ -55,10 +55,10 @@ awaitable<void> shut_out(session& other, std::string dir, std::string node) {
   CHECK_FALSE(kids.names.empty());
   auto [read_ec, data] = co_await other.async_get_data(node, as_tuple(use_awaitable));
   CHECK_FALSE(read_ec);
-  CHECK(co_await error_of([&](auto t) { return other.async_remove(node, t); }) == error::no_auth);
+  CHECK(co_await error_of([&](auto t) { return other.async_remove(node, t); }) == zk_error::no_auth);
   // Curator's revocation is a write into the node.
-  CHECK(co_await error_of([&](auto t) { return other.async_set_data(node, "__REVOKE__", t); }) == error::no_auth);
-  CHECK(co_await error_of([&](auto t) { return other.async_create(dir + "/intruder", "", t); }) == error::no_auth);
+  CHECK(co_await error_of([&](auto t) { return other.async_set_data(node, "__REVOKE__", t); }) == zk_error::no_auth);
+  CHECK(co_await error_of([&](auto t) { return other.async_create(dir + "/intruder", "", t); }) == zk_error::no_auth);
 }
 
 // The holder's lost signal has not fired, it releases, and its node is gone.
@@ -81,14 +81,14 @@ TEST_CASE_FIXTURE(identities, "mutex: another identity reads the queue, but neit
     lost.watch(held);
     for (session* other : {&nobody, &wrong_password}) co_await shut_out(*other, path, held.node());
     auto name = held.node().substr(path.size() + 1);
-    CHECK(co_await error_of([&](auto t) { return m_nobody.async_revoke(name, t); }) == error::no_auth);
-    CHECK(co_await error_of([&](auto t) { return m_nobody.async_acquire(t); }) == error::no_auth);
+    CHECK(co_await error_of([&](auto t) { return m_nobody.async_revoke(name, t); }) == zk_error::no_auth);
+    CHECK(co_await error_of([&](auto t) { return m_nobody.async_acquire(t); }) == zk_error::no_auth);
     // The exception says what a wrong password looks like.
     try {
       auto never = co_await m_wrong.async_acquire(use_awaitable);
       FAIL("granted to another identity: " << never.node());
     } catch (const std::system_error& e) {
-      CHECK(e.code() == error::no_auth);
+      CHECK(e.code() == zk_error::no_auth);
       CHECK(std::string(e.what()).find("wrong digest password") != std::string::npos);
     }
     CHECK((co_await lock_nodes(alice, path)).size() == 1);  // nothing queued by them
@@ -115,8 +115,8 @@ TEST_CASE_FIXTURE(identities, "shared_mutex, semaphore, race_mutex: another iden
       lost_signal_log lost(io);
       lost.watch(reader);
       co_await shut_out(nobody, path, reader.node());
-      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock_shared(t); }) == error::no_auth);
-      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock(t); }) == error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock_shared(t); }) == zk_error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock(t); }) == zk_error::no_auth);
       co_await released_untouched(alice, std::move(reader), lost);
     }
     {
@@ -126,7 +126,7 @@ TEST_CASE_FIXTURE(identities, "shared_mutex, semaphore, race_mutex: another iden
       lost_signal_log lost(io);
       lost.watch(lease);
       co_await shut_out(nobody, path + "/leases", lease.node());
-      CHECK(co_await error_of([&](auto t) { return sem_nobody.async_acquire(t); }) == error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return sem_nobody.async_acquire(t); }) == zk_error::no_auth);
       CHECK(co_await settles_at(alice, path + "/locks", 0));  // its mutex: nothing left
       co_await released_untouched(alice, std::move(lease), lost);
     }
@@ -138,7 +138,7 @@ TEST_CASE_FIXTURE(identities, "shared_mutex, semaphore, race_mutex: another iden
       lost_signal_log lost(io);
       lost.watch(held);
       co_await shut_out(nobody, base + "/race", held.node());
-      CHECK(co_await error_of([&](auto t) { return m_nobody.async_try_acquire(t); }) == error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return m_nobody.async_try_acquire(t); }) == zk_error::no_auth);
       co_await released_untouched(alice, std::move(held), lost);
     }
   }());
@@ -194,7 +194,7 @@ TEST_CASE_FIXTURE(proxied_server, "the session after an expiry has its identity 
     // Without its identity the create would fail (invalid_acl: "auth" with no
     // authenticated id); an open node would let anyone delete it.
     auto held = co_await m.async_acquire(use_awaitable);
-    CHECK(co_await error_of([&](auto t) { return nobody.async_remove(held.node(), t); }) == error::no_auth);
+    CHECK(co_await error_of([&](auto t) { return nobody.async_remove(held.node(), t); }) == zk_error::no_auth);
     co_await held.async_release(use_awaitable);
   }(), 30s);
 }

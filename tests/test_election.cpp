@@ -348,7 +348,7 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
     co_await a.async_create(taken, "", use_awaitable);
     race_mutex on_persistent(a, taken);
     auto [persistent_ec, none_held] = co_await on_persistent.async_acquire(as_tuple(use_awaitable));
-    CHECK(persistent_ec == error::node_exists);
+    CHECK(persistent_ec == zk_error::node_exists);
     co_await a.async_remove(taken, use_awaitable);
     owner me;
     auto first = co_await ma.async_acquire(me, use_awaitable);  // parents made as containers
@@ -508,7 +508,7 @@ TEST_CASE_FIXTURE(proxied_server, "the race mutex: a holder lost but kept across
         CHECK(w.held.held());
         co_await w.held.async_release(use_awaitable);
       } else {
-        CHECK(*w.ec == error::session_expired);
+        CHECK(*w.ec == zk_error::session_expired);
       }
       co_await held.async_release(as_tuple(use_awaitable));
       CHECK(co_await settles(observer, path, election_mode::race, 0));
@@ -580,7 +580,7 @@ TEST_CASE_FIXTURE(proxied_server, "the race mutex: an attempt that reads its rep
   next.async_release(asio::use_future).get();
   auto old_ec = old_outcome.get_future();
   REQUIRE(old_ec.wait_for(10s) == std::future_status::ready);
-  CHECK(old_ec.get() == error::session_expired);
+  CHECK(old_ec.get() == zk_error::session_expired);
   s.async_close(asio::use_future).get();
   holder.async_close(asio::use_future).get();
 }

@@ -1,5 +1,6 @@
-// The error mapping: every ZooKeeper code converts by value, has a message of
-// its own, and belongs to the right condition.
+// The error mapping: every ZooKeeper code converts by value into the
+// "zookeeper" category with a message of its own; zkasio's own errors are in
+// the "zkasio" category; both belong to the right condition.
 #include <doctest/doctest.h>
 #include <zookeeper/zookeeper.h>
 
@@ -8,8 +9,9 @@
 
 using zkasio::condition;
 using zkasio::error;
+using zkasio::zk_error;
 
-TEST_CASE("every ZooKeeper error code has a zkasio error with the same value and a message") {
+TEST_CASE("every ZooKeeper error code has a zk_error with the same value and a message") {
   const int codes[] = {ZSYSTEMERROR, ZRUNTIMEINCONSISTENCY, ZDATAINCONSISTENCY, ZCONNECTIONLOSS,
                        ZMARSHALLINGERROR, ZUNIMPLEMENTED, ZOPERATIONTIMEOUT, ZBADARGUMENTS,
                        ZINVALIDSTATE, ZNEWCONFIGNOQUORUM, ZRECONFIGINPROGRESS, ZSSLCONNECTIONERROR,
@@ -20,30 +22,53 @@ TEST_CASE("every ZooKeeper error code has a zkasio error with the same value and
                        ZSESSIONCLOSEDREQUIRESASLAUTH, ZTHROTTLEDOP};
   std::set<std::string> messages;
   for (int code : codes) {
-    std::error_code ec = static_cast<error>(code);
+    std::error_code ec = static_cast<zk_error>(code);
     CAPTURE(code);
-    CHECK(ec.category().name() == std::string("zkasio"));
+    CHECK(ec.category().name() == std::string("zookeeper"));
     CHECK(ec.message().find("unknown") == std::string::npos);
     messages.insert(ec.message());
   }
   CHECK(messages.size() == std::size(codes));  // no two codes share a message
-  CHECK(std::error_code(error::no_node).message() == "node does not exist (for a create: its parent does not exist)");
+  CHECK(std::error_code(zk_error::no_node).message() == "node does not exist (for a create: its parent does not exist)");
   // What a wrong digest password looks like in ZooKeeper: not a failed login, another identity.
-  CHECK(std::error_code(error::no_auth).message().find("wrong digest password") != std::string::npos);
-  CHECK(std::error_code(static_cast<error>(-999)).message() == "unknown zkasio error -999");
+  CHECK(std::error_code(zk_error::no_auth).message().find("wrong digest password") != std::string::npos);
+  CHECK(std::error_code(static_cast<zk_error>(-999)).message() == "unknown zookeeper error -999");
+}
+
+TEST_CASE("zkasio's own errors have a category of their own, apart from ZooKeeper's codes") {
+  const error own[] = {error::invalid_path,        error::request_too_large, error::session_closed,
+                       error::lock_lost,           error::not_held,          error::lock_busy,
+                       error::lock_timeout,        error::would_deadlock,    error::invalid_lease_count,
+                       error::not_fenced,          error::invalid_safety_margin, error::unexpected_reply,
+                       error::internal_error};
+  std::set<std::string> messages;
+  for (auto e : own) {
+    std::error_code ec = e;
+    CAPTURE(ec.value());
+    CHECK(ec.category().name() == std::string("zkasio"));
+    CHECK(ec.category() != zkasio::zookeeper_category());
+    CHECK(ec.message().find("unknown") == std::string::npos);
+    messages.insert(ec.message());
+  }
+  CHECK(messages.size() == std::size(own));
+  // Equal values in the two categories are different errors.
+  CHECK(std::error_code(error::invalid_path) != std::error_code(static_cast<zk_error>(1)));
+  CHECK(std::error_code(static_cast<error>(999)).message() == "unknown zkasio error 999");
 }
 
 TEST_CASE("error conditions group errors by what the caller should do") {
-  CHECK(std::error_code(error::connection_loss) == condition::retryable);
-  CHECK(std::error_code(error::operation_timeout) == condition::retryable);
-  CHECK(std::error_code(error::session_expired) == condition::session_gone);
-  CHECK(std::error_code(error::auth_failed) == condition::session_gone);
+  CHECK(std::error_code(zk_error::connection_loss) == condition::retryable);
+  CHECK(std::error_code(zk_error::operation_timeout) == condition::retryable);
+  CHECK(std::error_code(zk_error::session_expired) == condition::session_gone);
+  CHECK(std::error_code(zk_error::auth_failed) == condition::session_gone);
   CHECK(std::error_code(error::session_closed) == condition::session_gone);
   CHECK(std::error_code(error::invalid_path) == condition::caller_fault);
-  CHECK(std::error_code(error::bad_arguments) == condition::caller_fault);
+  CHECK(std::error_code(zk_error::bad_arguments) == condition::caller_fault);
   CHECK(std::error_code(error::request_too_large) == condition::caller_fault);
-  CHECK(std::error_code(error::no_node) != condition::retryable);
-  CHECK(std::error_code(error::no_node) != condition::caller_fault);
-  CHECK(std::error_code(error::connection_loss) != condition::session_gone);
+  CHECK(std::error_code(zk_error::no_node) != condition::retryable);
+  CHECK(std::error_code(zk_error::no_node) != condition::caller_fault);
+  CHECK(std::error_code(error::internal_error) != condition::retryable);
+  CHECK(std::error_code(error::lock_lost) != condition::session_gone);
+  CHECK(std::error_code(zk_error::connection_loss) != condition::session_gone);
   CHECK(std::error_condition(condition::retryable).message().find("retryable") == 0);
 }

@@ -192,7 +192,7 @@ TEST_CASE_FIXTURE(proxied_server, "a grant costs a few round trips, however many
     proxy.refuse_connections(false);
     for (auto& w : waiters) {
       REQUIRE(co_await w->done.wait(20s));
-      CHECK(*w->ec == error::session_expired);
+      CHECK(*w->ec == zk_error::session_expired);
     }
     co_await doomed.async_close(use_awaitable);  // its heartbeats would count below
     co_await s.async_connect(use_awaitable);
@@ -506,7 +506,7 @@ TEST_CASE_FIXTURE(proxied_server, "a holder lost but kept across its session's e
       CHECK(co_await settles_at(observer, "/kept", 0));  // the server expired the session
       proxy.refuse_connections(false);
       REQUIRE(co_await w.done.wait(10s));  // the held lock object is still there
-      CHECK(*w.ec == error::session_expired);
+      CHECK(*w.ec == zk_error::session_expired);
       co_await held.async_release(as_tuple(use_awaitable));
       co_await s.async_close(use_awaitable);
     }(), 60s);
@@ -540,7 +540,7 @@ TEST_CASE_FIXTURE(proxied_server, "an acquire cancelled before its create's repl
     CHECK(co_await settles_at(holder, "/abandoned", 1));  // the server expired the session
     proxy.refuse_connections(false);
     REQUIRE(co_await w.done.wait(10s));
-    CHECK(*w.ec == error::session_expired);
+    CHECK(*w.ec == zk_error::session_expired);
     co_await held.async_release(use_awaitable);
     CHECK(co_await settles_at(holder, "/abandoned", 0));
   }(), 60s);
@@ -784,7 +784,7 @@ TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its sessi
     proxy.refuse_connections(false);
     // Like every waiter of the expired session: no new node in the next one.
     REQUIRE(co_await w.done.wait(10s));
-    CHECK(*w.ec == error::session_expired);
+    CHECK(*w.ec == zk_error::session_expired);
     CHECK((co_await lock_nodes(holder, "/lost-create")).size() == 1);
     co_await held.async_release(use_awaitable);
     CHECK(co_await settles_at(holder, "/lost-create", 0));
@@ -1034,7 +1034,7 @@ TEST_CASE_FIXTURE(proxied_server, "out of descriptors while reconnecting: a rele
         release_done.count();
       });
       auto [write_ec, st] = co_await s.async_set_data("/famine", "x", as_tuple(use_awaitable));
-      CHECK(write_ec == error::connection_loss);
+      CHECK(write_ec == zk_error::connection_loss);
     }
     CHECK(s.last_contact() == contact);
     proxy.refuse_connections(false);

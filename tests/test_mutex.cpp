@@ -496,7 +496,7 @@ TEST_CASE("bad input: lock path, ephemeral parent, garbage children") {
     co_await s.async_create(path, "", create_options(create_mode::ephemeral), use_awaitable);
     mutex under_ephemeral(s, path + "/lock");
     auto [ec, l] = co_await under_ephemeral.async_acquire(as_tuple(use_awaitable));
-    CHECK(ec == error::no_children_for_ephemerals);
+    CHECK(ec == zk_error::no_children_for_ephemerals);
 
     auto dir = unique_path("mutex-garbage");
     co_await s.async_create(dir, "", use_awaitable);
@@ -653,7 +653,7 @@ TEST_CASE("a waiter in the middle whose session expires: the queue still drains 
     proxy.refuse_connections(false);
     CHECK(co_await middle_done.wait(10s));
     REQUIRE(middle_result.has_value());
-    CHECK(*middle_result == error::session_expired);
+    CHECK(*middle_result == zk_error::session_expired);
     CHECK_FALSE(last_done.happened());
     // The holder releases: the last waiter (now next) gets the lock.
     co_await held.async_release(use_awaitable);

@@ -115,7 +115,7 @@ TEST_CASE("create modes: ephemeral, sequential, container, ACL") {
     co_await s.async_create(dir + "/private", "x", creator_only, use_awaitable);
     CHECK((co_await s.async_get_data(dir + "/private", use_awaitable)).data == "x");
     CHECK(co_await error_of([&](auto t) { return other.async_get_data(dir + "/private", t); }) ==
-          error::no_auth);
+          zk_error::no_auth);
     co_await s.async_remove(dir + "/private", use_awaitable);
 
     co_await s.async_close(use_awaitable);
@@ -131,32 +131,32 @@ TEST_CASE("the server's errors in normal use") {
   session s(io, test_options(shared_hosts()));
   auto path = unique_path("session-errors");
   run(io, [&]() -> awaitable<void> {
-    CHECK(co_await error_of([&](auto t) { return s.async_get_data(path, t); }) == error::no_node);
-    CHECK(co_await error_of([&](auto t) { return s.async_remove(path, t); }) == error::no_node);
+    CHECK(co_await error_of([&](auto t) { return s.async_get_data(path, t); }) == zk_error::no_node);
+    CHECK(co_await error_of([&](auto t) { return s.async_remove(path, t); }) == zk_error::no_node);
     CHECK(co_await error_of([&](auto t) { return s.async_create(path + "/x/y", "", t); }) ==
-          error::no_node);
+          zk_error::no_node);
     co_await s.async_create(path, "", use_awaitable);
     CHECK(co_await error_of([&](auto t) { return s.async_create(path, "", t); }) ==
-          error::node_exists);
+          zk_error::node_exists);
     CHECK(co_await error_of([&](auto t) { return s.async_set_data(path, "", 7, t); }) ==
-          error::bad_version);
+          zk_error::bad_version);
     CHECK(co_await error_of([&](auto t) { return s.async_remove(path, 3, t); }) ==
-          error::bad_version);
+          zk_error::bad_version);
     co_await s.async_create(path + "/child", "", use_awaitable);
-    CHECK(co_await error_of([&](auto t) { return s.async_remove(path, t); }) == error::not_empty);
+    CHECK(co_await error_of([&](auto t) { return s.async_remove(path, t); }) == zk_error::not_empty);
     const create_options ephemeral{create_mode::ephemeral};
     co_await s.async_create(path + "/eph", "", ephemeral, use_awaitable);
     CHECK(co_await error_of([&](auto t) { return s.async_create(path + "/eph/x", "", t); }) ==
-          error::no_children_for_ephemerals);
+          zk_error::no_children_for_ephemerals);
     CHECK(co_await error_of([&](auto t) {
             return s.async_create(path + "/bad-acl", "", {create_mode::persistent, acl{}}, t);
-          }) == error::invalid_acl);
+          }) == zk_error::invalid_acl);
     CHECK(co_await error_of([&](auto t) {
             return s.async_create(path + "/bad-acl", "",
                                   {create_mode::persistent, {{perm::all, "nonsense", "x"}}}, t);
-          }) == error::invalid_acl);
+          }) == zk_error::invalid_acl);
     CHECK(co_await error_of([&](auto t) { return s.async_add_auth("", "x", t); }) ==
-          error::bad_arguments);
+          zk_error::bad_arguments);
   }());
 }
 
@@ -197,7 +197,7 @@ TEST_CASE("bad input is refused before anything is sent, with the path named") {
     CHECK(co_await error_of([&](auto t) {
             return s.async_multi({op::create{path, half}, op::create{path + "-2", half}}, t);
           }) == error::request_too_large);
-    CHECK(co_await error_of([&](auto t) { return s.async_multi({}, t); }) == error::bad_arguments);
+    CHECK(co_await error_of([&](auto t) { return s.async_multi({}, t); }) == zk_error::bad_arguments);
     // Nothing was lost: the session still works and nothing was created.
     CHECK(s.state() == session_state::connected);
     CHECK_FALSE((co_await s.async_exists(path, use_awaitable)).has_value());
@@ -227,9 +227,9 @@ TEST_CASE("multi applies all operations or none") {
     std::error_code ec;
     std::vector<multi_op> failing{op::remove{path + "/a"}, op::check{path, 0}};
     results = co_await s.async_multi(std::move(failing), asio::redirect_error(use_awaitable, ec));
-    CHECK(ec == error::bad_version);
+    CHECK(ec == zk_error::bad_version);
     REQUIRE(results.size() == 2);
-    CHECK(results[1].error == error::bad_version);
+    CHECK(results[1].error == zk_error::bad_version);
     CHECK((co_await s.async_exists(path + "/a", use_awaitable)).has_value());
   }());
 }
@@ -283,7 +283,7 @@ TEST_CASE("every completion token works") {
   auto failing = s.async_get_data(path + "/missing",
                                   asio::use_future([](std::error_code ec, node_data) { return ec; }));
   REQUIRE(failing.wait_for(10s) == std::future_status::ready);
-  CHECK(failing.get() == error::no_node);
+  CHECK(failing.get() == zk_error::no_node);
   work.reset();
   auto closed = s.async_close(asio::use_future);
   REQUIRE(closed.wait_for(10s) == std::future_status::ready);

@@ -159,7 +159,7 @@ TEST_CASE("reads are sent again after a connection loss; writes are not") {
     proxy.pass();
     CHECK(co_await both.wait());
     REQUIRE(write_ec.has_value());
-    CHECK(*write_ec == error::connection_loss);
+    CHECK(*write_ec == zk_error::connection_loss);
     CHECK(*write_ec == condition::retryable);
     REQUIRE(read_ec.has_value());
     CHECK(!*read_ec);
@@ -181,7 +181,7 @@ TEST_CASE("a reconnection that times out: the write queued meanwhile says connec
     proxy.drop_now();
     REQUIRE(co_await reach(s, session_state::suspended));
     auto [write_ec, st] = co_await s.async_set_data("/data", "x", asio::experimental::as_tuple(use_awaitable));
-    CHECK(write_ec == error::connection_loss);
+    CHECK(write_ec == zk_error::connection_loss);
     proxy.pass();
     REQUIRE(co_await reach(s, session_state::connected));
   }());
@@ -198,7 +198,7 @@ TEST_CASE("a lost create reply: the node exists although the create failed") {
     std::error_code ec;
     co_await s.async_create("/lost-reply", "", asio::redirect_error(use_awaitable, ec));
     CHECK(proxy.wait_cut(5s));
-    CHECK(ec == error::connection_loss);
+    CHECK(ec == zk_error::connection_loss);
     co_await s.async_connect(use_awaitable);
     CHECK((co_await s.async_exists("/lost-reply", use_awaitable)).has_value());
   }());
@@ -254,7 +254,7 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
 
     CHECK(co_await failed.wait());
     REQUIRE(pending.has_value());
-    CHECK(*pending == error::session_expired);
+    CHECK(*pending == zk_error::session_expired);
     CHECK(*pending == condition::session_gone);
     co_await s.async_connect(use_awaitable);
     CHECK(s.generation() == 1);
@@ -282,9 +282,9 @@ TEST_CASE("without reconnect_on_expiry an expired session stays expired") {
     proxy.refuse_connections(false);
     CHECK(co_await reach(s, session_state::expired));
     CHECK(co_await error_of([&](auto t) { return s.async_get_data("/", t); }) ==
-          error::session_expired);
+          zk_error::session_expired);
     CHECK(co_await error_of([&](auto t) { return s.async_connect(t); }) ==
-          error::session_expired);
+          zk_error::session_expired);
     co_await s.async_close(use_awaitable);
   }());
 }

@@ -299,7 +299,7 @@ TEST_CASE_FIXTURE(proxied_server, "a writer waiting between two readers expires:
     CHECK((r1.held() && r3.held.held()));
     proxy.refuse_connections(false);
     REQUIRE(co_await w2.done.wait(10s));
-    CHECK(*w2.ec == error::session_expired);
+    CHECK(*w2.ec == zk_error::session_expired);
     co_await r1.async_release(use_awaitable);
     co_await r3.held.async_release(use_awaitable);
     CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));

@@ -67,7 +67,7 @@ TEST_CASE("waiting for data and children changes") {
   run(io, [&]() -> awaitable<void> {
     std::error_code ec;
     co_await s.async_wait_data_changed(path, asio::redirect_error(use_awaitable, ec));
-    CHECK(ec == error::no_node);
+    CHECK(ec == zk_error::no_node);
     auto made = co_await s.async_create(path, "", use_awaitable);
 
     // Known versions make the waits race-free against the concurrent change.

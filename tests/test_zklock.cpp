@@ -110,7 +110,7 @@ bool await_no_lock_nodes(const std::string& hosts, const std::string& path, std:
     asio::steady_timer limit(co_await asio::this_coro::executor, timeout);
     for (;;) {
       auto [ec, listing] = co_await s.async_get_children(path, asio::experimental::as_tuple(asio::use_awaitable));
-      if (ec == error::no_node || (!ec && listing.names.empty())) co_return true;
+      if (ec == zk_error::no_node || (!ec && listing.names.empty())) co_return true;
       if (ec) throw std::system_error(ec, "listing " + path);
       auto changed = co_await (
           s.async_wait_children_changed(path, listing.stat.cversion, asio::experimental::as_tuple(asio::use_awaitable)) ||

@@ -1,6 +1,6 @@
-// Error codes of zkasio: every ZooKeeper error code, mirrored with its own
-// value, plus the errors the library itself reports; and the conditions that
-// group them by what a caller should do about them.
+// Error codes: ZooKeeper's (zk_error, category "zookeeper"), each mirrored
+// with its own value; the library's own (error, category "zkasio"); and the
+// conditions that group both by what a caller should do about them.
 #pragma once
 
 #include <string>
@@ -8,9 +8,10 @@
 
 namespace zkasio {
 
-// Values below zero are ZooKeeper's own codes (enum ZOO_ERRORS), so a code
-// from the C client converts by value. Values above zero are zkasio's.
-enum class error : int {
+// ZooKeeper's codes (enum ZOO_ERRORS), with their values, so that a code
+// from the C client converts by value: what the server answered, or what the
+// C client says went wrong on its side.
+enum class zk_error : int {
   // ZooKeeper system errors
   system_error = -1,
   runtime_inconsistency = -2,
@@ -45,8 +46,10 @@ enum class error : int {
   reconfig_disabled = -123,
   session_closed_requires_sasl_auth = -124,
   throttled_op = -127,
+};
 
-  // zkasio's own errors
+// What zkasio itself reports.
+enum class error : int {
   invalid_path = 1,      // a path that ZooKeeper would reject; checked before sending
   request_too_large,     // over the server's jute.maxbuffer; checked before sending
   session_closed,        // the session was closed by its owner
@@ -58,10 +61,16 @@ enum class error : int {
   invalid_lease_count,   // a semaphore asked for no lease, or for more than it has
   not_fenced,            // guarded writes under a race recipe's lock, which nothing on the server fences
   invalid_safety_margin, // a lock's safety_margin not below its session's negotiated timeout
+  unexpected_reply,      // the server answered as no ZooKeeper server does (a node name the recipe did not make)
+  internal_error,        // zkasio failed inside (an exception, or a broken invariant): a bug, or out of memory
 };
 
+const std::error_category& zookeeper_category() noexcept;
 const std::error_category& error_category() noexcept;
 
+inline std::error_code make_error_code(zk_error e) noexcept {
+  return {static_cast<int>(e), zookeeper_category()};
+}
 inline std::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), error_category()};
 }
@@ -81,6 +90,8 @@ inline std::error_condition make_error_condition(condition c) noexcept {
 
 }  // namespace zkasio
 
+template <>
+struct std::is_error_code_enum<zkasio::zk_error> : std::true_type {};
 template <>
 struct std::is_error_code_enum<zkasio::error> : std::true_type {};
 template <>

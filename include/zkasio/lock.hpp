@@ -119,14 +119,14 @@ struct signature_of<std::tuple<std::error_code, Values...>> {
 };
 
 // The error code an exception stands for: a system_error's own, else
-// error::system_error.
+// error::internal_error (never a ZooKeeper code).
 inline std::error_code code_of(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::system_error& x) {
     return x.code();
   } catch (...) {
-    return make_error_code(error::system_error);
+    return make_error_code(error::internal_error);
   }
 }
 

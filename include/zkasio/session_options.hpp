@@ -27,7 +27,7 @@ struct session_options {
   std::chrono::milliseconds session_timeout{10000};
   // After expiry, start a new ZooKeeper session at once (generation() then
   // counts up). Without it the session stays expired and every operation fails
-  // with error::session_expired.
+  // with zk_error::session_expired.
   bool reconnect_on_expiry = true;
   // Reads (exists, get_data, get_children) that hit a connection loss are sent
   // again after reconnecting, within this time from their start. Writes never are.

@@ -89,7 +89,7 @@ int nodes_left(const std::string& hosts, const std::string& root, int locks) {
           left = 0;
           for (int i = 0; i <= locks; ++i) {  // (and the long-hold lock)
             auto [ec, kids] = co_await s.async_get_children(lock_path(root, i), as_tuple(asio::use_awaitable));
-            if (ec && ec != error::no_node) left = -1;
+            if (ec && ec != zk_error::no_node) left = -1;
             if (!ec && left >= 0) left += static_cast<int>(kids.names.size());
           }
           if (left == 0 || std::chrono::steady_clock::now() > until) break;

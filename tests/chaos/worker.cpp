@@ -128,7 +128,7 @@ struct worker {
       for (int i = 0; i <= o.locks && mine >= 0; ++i) {
         auto path = lock_path(o.root, i);
         auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
-        if (ec == error::no_node) continue;
+        if (ec == zk_error::no_node) continue;
         if (ec) mine = -1;
         for (std::size_t k = 0; !ec && k < kids.names.size() && mine >= 0; ++k) {
           auto [stat_ec, st] = co_await s.async_exists(path + "/" + kids.names[k], as_tuple(use_awaitable));

@@ -10,7 +10,7 @@ int main() {
   std::error_code closed = zkasio::error::session_closed;
   s.async_close([&](std::error_code ec) { closed = ec; });
   io.run();
-  std::error_code ec = zkasio::error::no_node;
+  std::error_code ec = zkasio::zk_error::no_node;
   std::cout << ec.category().name() << ": " << ec.message() << '\n';
   return closed ? 1 : 0;
 }
