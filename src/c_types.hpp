@@ -1,11 +1,9 @@
 // Between the C client's types and codes and zkasio's: stats, ACLs, create
-// modes, what a reply code says about the server's answer, and the sizes
-// the server counts against jute.maxbuffer.
+// modes, and what a reply code says about the server's answer.
 #pragma once
 
 #include <zookeeper/zookeeper.h>
 
-#include <cstddef>
 #include <vector>
 #include <zkasio/operations.hpp>
 
@@ -30,10 +28,5 @@ struct c_acl {
 
 int c_mode(create_mode mode);
 bool sequential(create_mode mode);
-
-// Header (xid, type) of every request.
-constexpr std::size_t header_bytes = 8;
-// A multi's per-operation header (type, done, err) and its closing header.
-constexpr std::size_t multi_header_bytes = 9;
 
 }  // namespace zkasio::detail

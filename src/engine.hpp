@@ -28,12 +28,13 @@
 #include <asio/use_awaitable.hpp>
 #include <atomic>
 #include <list>
-#include <zkasio/detail/busy_backoff.hpp>
-#include <zkasio/detail/known_nodes.hpp>
-#include <zkasio/detail/local_turns.hpp>
 #include <zkasio/detail/lock_engine.hpp>
 #include <zkasio/detail/lock_queue.hpp>
-#include <zkasio/detail/strand_latch.hpp>
+
+#include "busy_backoff.hpp"
+#include "known_nodes.hpp"
+#include "local_turns.hpp"
+#include "strand_latch.hpp"
 
 namespace zkasio::detail {
 

@@ -1,7 +1,8 @@
 #include <asio/post.hpp>
 #include <utility>
-#include <zkasio/detail/known_nodes.hpp>
-#include <zkasio/detail/per_path.hpp>
+
+#include "known_nodes.hpp"
+#include "per_path.hpp"
 
 namespace zkasio::detail {
 

@@ -1,6 +1,7 @@
 #include <asio/post.hpp>
-#include <zkasio/detail/local_turns.hpp>
-#include <zkasio/detail/per_path.hpp>
+
+#include "local_turns.hpp"
+#include "per_path.hpp"
 
 namespace zkasio::detail {
 

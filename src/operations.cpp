@@ -1,5 +1,4 @@
 #include <zkasio/operations.hpp>
-#include <zkasio/session_options.hpp>
 
 namespace zkasio {
 
@@ -52,42 +51,6 @@ std::string path_problem(std::string_view path, bool sequential) {
     start = end + 1;
   }
   return {};
-}
-
-namespace {
-// jute's encodings: int 4 bytes, string and buffer 4 + length, vector 4 + items.
-std::size_t bytes_of(const std::string& s) { return 4 + s.size(); }
-std::size_t bytes_of(const acl& a) {
-  std::size_t n = 4;
-  for (const auto& e : a) n += 4 + bytes_of(e.scheme) + bytes_of(e.id);
-  return n;
-}
-}  // namespace
-
-std::size_t request_size(const multi_op& op) {
-  return std::visit(
-      [](const auto& o) -> std::size_t {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, op::create>)
-          return bytes_of(o.path) + bytes_of(o.data) + bytes_of(o.options.access) + 4;
-        else if constexpr (std::is_same_v<T, op::set_data>)
-          return bytes_of(o.path) + bytes_of(o.data) + 4;
-        else
-          return bytes_of(o.path) + 4;  // check, remove: path + version
-      },
-      op);
-}
-
-const char* to_string(session_state state) noexcept {
-  switch (state) {
-    case session_state::connecting: return "connecting";
-    case session_state::connected: return "connected";
-    case session_state::suspended: return "suspended";
-    case session_state::expired: return "expired";
-    case session_state::auth_failed: return "auth_failed";
-    case session_state::closed: return "closed";
-  }
-  return "unknown";
 }
 
 }  // namespace zkasio

@@ -22,4 +22,16 @@ session& session::operator=(session&& other) noexcept {
   return *this;
 }
 
+const char* to_string(session_state state) noexcept {
+  switch (state) {
+    case session_state::connecting: return "connecting";
+    case session_state::connected: return "connected";
+    case session_state::suspended: return "suspended";
+    case session_state::expired: return "expired";
+    case session_state::auth_failed: return "auth_failed";
+    case session_state::closed: return "closed";
+  }
+  return "unknown";
+}
+
 }  // namespace zkasio

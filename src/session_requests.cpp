@@ -3,6 +3,7 @@
 // read_retry_timeout), writes never; watches through the watch registry.
 #include "c_client_scope.hpp"
 #include "c_types.hpp"
+#include "request_size.hpp"
 #include "requests.hpp"
 #include "session_impl.hpp"
 

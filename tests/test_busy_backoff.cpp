@@ -1,7 +1,8 @@
 // busy_backoff: the pause before asking a busy server again (no server).
 #include <doctest/doctest.h>
 
-#include <zkasio/detail/busy_backoff.hpp>
+#include "busy_backoff.hpp"
+
 
 using zkasio::detail::busy_backoff;
 using namespace std::chrono_literals;

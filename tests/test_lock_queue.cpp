@@ -10,8 +10,9 @@
 #include <random>
 #include <set>
 #include <vector>
-#include <zkasio/detail/known_nodes.hpp>
 #include <zkasio/detail/lock_queue.hpp>
+
+#include "known_nodes.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;

@@ -7,7 +7,8 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/io_context.hpp>
 #include <optional>
-#include <zkasio/detail/strand_latch.hpp>
+
+#include "strand_latch.hpp"
 
 using zkasio::detail::strand_latch;
 

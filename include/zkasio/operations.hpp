@@ -123,8 +123,5 @@ inline constexpr std::size_t max_path_length = 4096;
 // Empty when `path` is valid, else why it is not, naming the path. Sequential
 // creates may end in '/': the server appends the sequence number.
 std::string path_problem(std::string_view path, bool sequential = false);
-// The size in bytes a request takes on the wire (without the length prefix),
-// for the jute.maxbuffer check.
-std::size_t request_size(const multi_op& op);
 
 }  // namespace zkasio

@@ -8,6 +8,7 @@
 #include <zkasio/operations.hpp>
 
 #include "fuzz/fuzz_check.hpp"
+#include "request_size.hpp"
 
 namespace {
 
@@ -47,10 +48,10 @@ void fuzz_node_data(const std::uint8_t* data, std::size_t size) {
       request.put_string(entry.id);
     }
     request.put_int(0);  // the flags
-    FUZZ_CHECK(zkasio::request_size(op) == request.bytes.size());
+    FUZZ_CHECK(zkasio::detail::request_size(op) == request.bytes.size());
   } else {
     request.put_int(-1);  // the version
-    FUZZ_CHECK(zkasio::request_size(zkasio::op::set_data{path, contents}) == request.bytes.size());
+    FUZZ_CHECK(zkasio::detail::request_size(zkasio::op::set_data{path, contents}) == request.bytes.size());
   }
 }
 

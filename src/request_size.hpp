@@ -1,0 +1,19 @@
+// The size of a request as jute encodes it: what the session checks against
+// the server's jute.maxbuffer before sending (a larger request would make the
+// server drop the connection).
+#pragma once
+
+#include <cstddef>
+#include <zkasio/operations.hpp>
+
+namespace zkasio::detail {
+
+// Header (xid, type) of every request.
+constexpr std::size_t header_bytes = 8;
+// A multi's per-operation header (type, done, err) and its closing header.
+constexpr std::size_t multi_header_bytes = 9;
+
+// The bytes `op` takes on the wire (without the length prefix and header).
+std::size_t request_size(const multi_op& op);
+
+}  // namespace zkasio::detail
