@@ -67,6 +67,7 @@ struct options {
   int locks = 1;
   int acquisitions = 10'000;  // soak
   int cut_every_ms = 3000;    // soak
+  int threads = 4;            // global-lock
   std::string recipe = "mutex";  // handoff: mutex, rw (write lock) or semaphore (one lease)
   std::string samples_dir;  // empty: none written
   bool json = false;
@@ -80,6 +81,7 @@ report run_throughput(const options& o);
 report run_read_heavy(const options& o);
 report run_scale(const options& o);
 report run_soak(const options& o);
+report run_global_lock(const options& o);
 report run_herd(const options& o);  // --recipe mutex or race; sessions = waiters + 1  // values["granted"] == waiters, ["in_order"] true when sound
 // floor and ops in alternating batches (machine noise hits both alike), then
 // both reports and the ratio of their p50s.

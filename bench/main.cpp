@@ -51,6 +51,12 @@ const char* usage =
     "                     server's watchers of the deleted node), requests_per_grant\n"
     "                     (the server's packets received, pings included),\n"
     "                     releaser_won_again (fraction)\n"
+    "  global-lock --sessions S --threads T --rounds N\n"
+    "                     S sessions on one io_context, each looping on sync +\n"
+    "                     get_data of its own node, on 1 thread and then on T:\n"
+    "                     ops_per_s, latencies and the process-wide C-client lock's\n"
+    "                     use (scopes and wait per operation, contended and held\n"
+    "                     fractions, longest hold, longest hold while closing)\n"
     "--hosts defaults to $ZKASIO_HOSTS, then 127.0.0.1:2181; latencies are in\n"
     "microseconds; --json prints one JSON object and nothing else on stdout;\n"
     "--samples DIR also writes each latency's samples to DIR/<key>.txt.\n";
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
     else if (arg == "--locks") o.locks = whole(1, 100'000);
     else if (arg == "--acquisitions") o.acquisitions = whole(1, 100'000'000);
     else if (arg == "--cut-every-ms") o.cut_every_ms = whole(1, 3'600'000);
+    else if (arg == "--threads") o.threads = whole(1, 64);
     else if (arg == "--recipe") {
       o.recipe = value();
       if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
   else if (command == "uncontended") r = zkasio::bench::run_uncontended(o);
   else if (command == "throughput") r = zkasio::bench::run_throughput(o);
   else if (command == "read-heavy") r = zkasio::bench::run_read_heavy(o);
+  else if (command == "global-lock") r = zkasio::bench::run_global_lock(o);
   else if (command == "herd") {
     if (o.recipe != "mutex" && o.recipe != "race") fail("herd's --recipe must be mutex or race");
     if (o.waiters > 200) fail("herd's --waiters must be at most 200 (one session each)");

@@ -1,10 +1,20 @@
 // Every call into the C client runs inside a c_client_scope: the library
-// keeps process-wide state (its request id counter is a plain static) that
-// sessions on other threads share, so calls are serialized process-wide; and
-// the log lines the C client writes during the call go to the calling
-// session's sink. Recursive: C callbacks may call into the C client again.
+// keeps process-wide state (its request id counter and its log buffers are
+// plain statics) that sessions on other threads share, so calls are
+// serialized process-wide; and the log lines the C client writes during the
+// call go to the calling session's sink. Recursive: C callbacks may call into
+// the C client again.
+//
+// What may run under it: the C client's own calls, which are short and do
+// no blocking I/O but for three: zookeeper_init2 and a reconnection resolve
+// host names (getaddrinfo: numeric addresses cost nothing), and
+// zookeeper_close on a connected handle waits for the close request's answer
+// (one round trip, at most 1.5 s in the C client; session_impl::close probes
+// the connection first). Handlers are never run inside it (completion.hpp
+// posts them); the user's log sink is.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <zkasio/session_options.hpp>
 
@@ -24,5 +34,16 @@ class c_client_scope {
   std::unique_lock<std::recursive_mutex> lock_;
   const session_options* previous_;
 };
+
+// How the lock was used since the last take (outermost scopes only), for
+// zkasio-bench global-lock: what the serialization costs.
+struct c_client_lock_stats {
+  std::uint64_t scopes = 0;
+  std::uint64_t contended = 0;  // found held by another thread: waited
+  std::uint64_t wait_ns = 0;
+  std::uint64_t hold_ns = 0;
+  std::uint64_t max_hold_ns = 0;
+};
+c_client_lock_stats take_c_client_lock_stats() noexcept;
 
 }  // namespace zkasio::detail
