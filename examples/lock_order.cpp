@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
                      std::cerr << argv[3] << ": " << x.what() << '\n';
                    }
                    status = 1;
-                   io.stop();
+                   s.async_close([&](std::error_code) { io.stop(); });
                  });
   io.run();
   return status;

@@ -198,19 +198,22 @@ int main(int argc, char** argv) {
     accounts book(zk, o.root);
     tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), o.port});
     asio::signal_set stop(io, SIGINT, SIGTERM);
-    stop.async_wait([&](std::error_code, int) {
+    // Closed first (its locks' nodes go at once), then the clients' connections
+    // stop with the io_context.
+    auto shut_down = [&] {
       acceptor.close();
-      zk.async_close(asio::detached);
-      io.stop();
-    });
+      zk.async_close([&](std::error_code) { io.stop(); });
+    };
+    stop.async_wait([&](std::error_code, int) { shut_down(); });
     asio::co_spawn(io, listen(acceptor, book), [&](std::exception_ptr e) {
-      if (!e) return;
+      if (!e || !acceptor.is_open()) return;  // (closed: shutting down)
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& x) {
         std::cerr << "lock_server: " << x.what() << std::endl;
       }
-      io.stop();
+      stop.cancel();
+      shut_down();
     });
     io.run();
   } catch (const std::exception& e) {

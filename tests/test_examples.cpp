@@ -175,6 +175,12 @@ TEST_CASE("lock_server: 3 servers, 50 connections, 5,000 ADDs over 10 accounts: 
     CHECK(t.unknown[account] == 0);
     CHECK(final[account] == t.acknowledged[account]);
   }
+  // Told to stop, each server closes its session and ends by itself.
+  for (std::size_t i = 0; i < servers.pids.size(); ++i) {
+    ::kill(servers.pids[i], SIGTERM);
+    CHECK(wait_child(servers.pids[i], 15s) == 0);
+    servers.alive[i] = false;
+  }
 }
 
 TEST_CASE("lock_server: one of 3 servers killed halfway: every acknowledged ADD is in the balance, none applied twice") {

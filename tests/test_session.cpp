@@ -337,6 +337,73 @@ TEST_CASE("closing: pending and later operations fail with session_closed") {
   run(io, cleanup.async_remove(path, use_awaitable));
 }
 
+TEST_CASE("with_session: the body's result or exception once the session is closed, and run() returns by itself") {
+  // Nothing but the session keeps each io_context's run() going: run_for
+  // returns before its bound only when the work is done (stopped()).
+  auto path = unique_path("with-session");
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  std::exception_ptr failure;
+  bool finished = false;
+  auto report = [&](std::exception_ptr e, auto...) {
+    failure = e;
+    finished = true;
+  };
+  SUBCASE("a result") {
+    std::string got;
+    asio::co_spawn(io, with_session(s, [&](session& zk) -> awaitable<std::string> {
+                     co_await zk.async_create(path, "made", create_options(create_mode::ephemeral), use_awaitable);
+                     co_return (co_await zk.async_get_data(path, use_awaitable)).data;
+                   }),
+                   [&](std::exception_ptr e, std::string data) {
+                     got = data;
+                     report(e);
+                   });
+    io.run_for(20s);
+    REQUIRE(io.stopped());
+    CHECK(finished);
+    CHECK(!failure);
+    CHECK(got == "made");
+    // Closed, not merely abandoned: the ephemeral node went with the session.
+    asio::io_context check_io;
+    session observer(check_io, test_options(shared_hosts()));
+    run(check_io, [&]() -> awaitable<void> {
+      CHECK_FALSE((co_await observer.async_exists(path, use_awaitable)).has_value());
+      co_await observer.async_close(use_awaitable);
+    }());
+  }
+  SUBCASE("an exception") {
+    asio::co_spawn(io, with_session(s, [](session& zk) -> awaitable<void> {
+                     co_await zk.async_connect(use_awaitable);
+                     throw std::runtime_error("the body failed");
+                   }),
+                   report);
+    io.run_for(20s);
+    REQUIRE(io.stopped());
+    REQUIRE(failure);
+    CHECK_THROWS_WITH(std::rethrow_exception(failure), "the body failed");
+  }
+  SUBCASE("cancelled") {
+    asio::cancellation_signal cancel;
+    asio::co_spawn(io, with_session(s, [&](session& zk) -> awaitable<void> {
+                     co_await zk.async_connect(use_awaitable);
+                     asio::post(io, [&] { cancel.emit(asio::cancellation_type::terminal); });
+                     asio::steady_timer forever(io, asio::steady_timer::time_point::max());
+                     co_await forever.async_wait(use_awaitable);
+                   }),
+                   asio::bind_cancellation_slot(cancel.slot(), report));
+    io.run_for(20s);
+    REQUIRE(io.stopped());
+    REQUIRE(failure);
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::system_error& e) {
+      CHECK(e.code() == asio::error::operation_aborted);
+    }
+  }
+  CHECK(s.state() == session_state::closed);
+}
+
 TEST_CASE("nothing is printed by default; a log sink receives the C client's lines") {
   // Capture stderr while sessions connect, fail to connect and close.
   char name[] = "/tmp/zkasio-stderr-XXXXXX";

@@ -21,9 +21,12 @@
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -322,7 +325,7 @@ class session {
   // One operation: make its completion from the handler, then submit it on the
   // strand. Requests are sent in the order they reach the strand, the server
   // answers a session's requests in order and the C client completes them in
-  // that order (zkasio::mutex relies on it: see send_create in mutex.cpp). The initiation holds the core weakly: with use_awaitable it lives
+  // that order (zkasio::mutex relies on it: see send_create in src/engine_nodes.cpp). The initiation holds the core weakly: with use_awaitable it lives
   // in the awaiting frame, which the pending operation (owned by the core) holds.
   template <class... Values, class Submit, class Token>
   auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {
@@ -351,6 +354,42 @@ class session {
   std::shared_ptr<core> core_;  // the owner's: closed when it is destroyed
   std::weak_ptr<core> view_;    // a view's (session_access::view)
 };
+
+// For a program that should end once its work is done (a session keeps its
+// executor's run() from returning until it is closed): an awaitable that runs
+// `body(s)` (an awaitable), then closes `s` whatever the outcome (cancelled
+// too), and gives the body's result, or rethrows its exception, once the
+// session is closed. `s` must outlive it.
+//   asio::co_spawn(io, zkasio::with_session(zk, work), handler);
+template <class Body>
+  requires std::invocable<Body&, session&>
+std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
+  using result_type = typename std::invoke_result_t<Body&, session&>::value_type;
+  // A cancellation of the body must not keep the close from being sent.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  std::exception_ptr failure;
+  if constexpr (std::is_void_v<result_type>) {
+    try {
+      co_await body(s);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    co_await asio::this_coro::reset_cancellation_state();
+    co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
+    if (failure) std::rethrow_exception(failure);
+  } else {
+    std::optional<result_type> result;
+    try {
+      result.emplace(co_await body(s));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    co_await asio::this_coro::reset_cancellation_state();
+    co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
+    if (failure) std::rethrow_exception(failure);
+    co_return std::move(*result);
+  }
+}
 
 inline std::shared_ptr<detail::session_core> detail::session_access::core(const session& s) {
   return s.weak().lock();
