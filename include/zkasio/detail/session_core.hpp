@@ -1,8 +1,15 @@
 // The session's engine, behind the templates of session.hpp: it owns the C
 // client handle and runs everything on one strand. Every member function but
 // the observers must be called on strand(); session.hpp's operations get there
-// with asio::dispatch. The implementation (src/session_impl.cpp) is the only
-// code that talks to the C client.
+// with asio::dispatch. The implementation (src/session_impl.hpp, with its
+// parts) is the only code that talks to the C client.
+//
+// Three names, three things: zkasio::session is the user's handle (an owner,
+// or a lock's view that outlives it); session_core is what the handle's
+// templates call, an interface so that no user's translation unit includes
+// the C client's header (zookeeper.h brings C names and macros) and so that
+// the observers below (atomics) read from any thread without a call;
+// session_impl is its one implementation, on the C client.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
