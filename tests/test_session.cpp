@@ -15,6 +15,7 @@
 #include <asio/use_future.hpp>
 #include <algorithm>
 #include <asio/bind_executor.hpp>
+#include <asio/detached.hpp>
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
@@ -25,6 +26,7 @@
 
 #include "support/async.hpp"
 #include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
 using namespace zkasio;
@@ -341,8 +343,10 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
   // Nothing but the session keeps each io_context's run() going: run_for
   // returns before its bound only when the work is done (stopped()).
   auto path = unique_path("with-session");
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
   asio::io_context io;
-  session s(io, test_options(shared_hosts()));
+  session s(io, test_options(proxy.address()));
   std::exception_ptr failure;
   bool finished = false;
   auto report = [&](std::exception_ptr e, auto...) {
@@ -366,7 +370,7 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
     CHECK(got == "made");
     // Closed, not merely abandoned: the ephemeral node went with the session.
     asio::io_context check_io;
-    session observer(check_io, test_options(shared_hosts()));
+    session observer(check_io, test_options(servers.hosts()));
     run(check_io, [&]() -> awaitable<void> {
       CHECK_FALSE((co_await observer.async_exists(path, use_awaitable)).has_value());
       co_await observer.async_close(use_awaitable);
@@ -383,17 +387,37 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
     REQUIRE(failure);
     CHECK_THROWS_WITH(std::rethrow_exception(failure), "the body failed");
   }
-  SUBCASE("cancelled") {
+  SUBCASE("cancelled, again and again") {
+    // Cancelled every millisecond from the time the body waits until the end:
+    // the body ends at the first, and none cuts the close short, though the
+    // close waits (its probe's answer is held: it gives up on it after its
+    // patience, a second, and shuts the connection).
     asio::cancellation_signal cancel;
+    bool waiting = false, closed_at_completion = false;
     asio::co_spawn(io, with_session(s, [&](session& zk) -> awaitable<void> {
                      co_await zk.async_connect(use_awaitable);
-                     asio::post(io, [&] { cancel.emit(asio::cancellation_type::terminal); });
+                     waiting = true;
                      asio::steady_timer forever(io, asio::steady_timer::time_point::max());
                      co_await forever.async_wait(use_awaitable);
                    }),
-                   asio::bind_cancellation_slot(cancel.slot(), report));
+                   asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e) {
+                     closed_at_completion = s.state() == session_state::closed;
+                     report(e);
+                   }));
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+      asio::steady_timer tick(io);
+      while (!finished) {
+        if (waiting) {
+          proxy.hold_replies();
+          cancel.emit(asio::cancellation_type::terminal);
+        }
+        tick.expires_after(1ms);
+        co_await tick.async_wait(use_awaitable);
+      }
+    }, asio::detached);
     io.run_for(20s);
     REQUIRE(io.stopped());
+    CHECK(closed_at_completion);
     REQUIRE(failure);
     try {
       std::rethrow_exception(failure);

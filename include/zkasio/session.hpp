@@ -358,15 +358,18 @@ class session {
 // For a program that should end once its work is done (a session keeps its
 // executor's run() from returning until it is closed): an awaitable that runs
 // `body(s)` (an awaitable), then closes `s` whatever the outcome (cancelled
-// too), and gives the body's result, or rethrows its exception, once the
-// session is closed. `s` must outlive it.
+// too: a cancellation ends the body, never the close), and gives the body's
+// result, or rethrows its exception, once the session is closed. `s` must
+// outlive it.
 //   asio::co_spawn(io, zkasio::with_session(zk, work), handler);
 template <class Body>
   requires std::invocable<Body&, session&>
 std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
   using result_type = typename std::invoke_result_t<Body&, session&>::value_type;
-  // A cancellation of the body must not keep the close from being sent.
+  // A cancellation of the body must not keep the close from being sent, nor
+  // a later one end the wait for it.
   co_await asio::this_coro::throw_if_cancelled(false);
+  auto ignore_cancellation = [](asio::cancellation_type) { return asio::cancellation_type::none; };
   std::exception_ptr failure;
   if constexpr (std::is_void_v<result_type>) {
     try {
@@ -374,7 +377,7 @@ std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
     } catch (...) {
       failure = std::current_exception();
     }
-    co_await asio::this_coro::reset_cancellation_state();
+    co_await asio::this_coro::reset_cancellation_state(ignore_cancellation);
     co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
     if (failure) std::rethrow_exception(failure);
   } else {
@@ -384,7 +387,7 @@ std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
     } catch (...) {
       failure = std::current_exception();
     }
-    co_await asio::this_coro::reset_cancellation_state();
+    co_await asio::this_coro::reset_cancellation_state(ignore_cancellation);
     co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
     if (failure) std::rethrow_exception(failure);
     co_return std::move(*result);
