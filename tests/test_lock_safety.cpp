@@ -629,14 +629,21 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "creates in flight when the connect
   run(io, [&]() -> awaitable<void> {
     auto held = co_await m_holder.async_acquire();
     auto generation = co_await waiter_connected();
-    proxy.refuse_connections(true);
-    proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_CREATE2_OP);
+    // Every create reaches the server before the cut, and no reply comes
+    // back: each contender must look its node up. (A cut at the first
+    // create's reply let the creates submitted after it wait for the
+    // reconnection and be answered: fewer lookups on a slow machine.)
+    auto creates_before = proxy.requests_forwarded(ZOO_CREATE2_OP);
+    proxy.hold_replies();
     std::vector<std::unique_ptr<acquire_outcome>> waiters;
     for (std::size_t i = 0; i < contenders; ++i) {
       waiters.push_back(std::make_unique<acquire_outcome>(io));
       m.async_acquire(waiters.back()->handler());
     }
-    REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) >= creates_before + contenders; }, 10s));
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    proxy.pass();  // (no connection left: it only ends the holding)
     auto listings_before = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
     proxy.refuse_connections(false);
     REQUIRE(co_await settles_at(holder, "/lookup-herd", contenders + 1));
