@@ -39,6 +39,9 @@ inline void run_to_end(asio::io_context& io, asio::awaitable<void> work, const c
 
 using session_list = std::vector<std::unique_ptr<session>>;
 
+// Untimed rounds first: caches, allocators and the server's paths warm up.
+constexpr int warm_up_rounds = 20;
+
 // Runs measure(sessions, o, report) with `count` sessions; returns the report.
 template <class Measure>
 report run_with_sessions(const options& o, int count, const char* subcommand, Measure measure) {

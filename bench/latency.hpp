@@ -69,6 +69,7 @@ struct options {
   int cut_every_ms = 3000;    // soak
   int threads = 4;            // global-lock
   std::string recipe = "mutex";  // handoff: mutex, rw (write lock) or semaphore (one lease)
+  int processes = 1;             // handoff: its two players in 1 or 2 processes
   std::string samples_dir;  // empty: none written
   bool json = false;
 };

@@ -1,8 +1,7 @@
-// The locks through zkasio, every contender a coroutine on one thread:
-// handoff between two sessions (of the mutex, a shared_mutex's write lock or
-// a semaphore's one lease), an uncontended acquire and release, throughput of
-// many contenders, the read-heavy throughput of a shared_mutex, and scale
-// (thousands of waiters queued on one thread, then drained).
+// The locks through zkasio, every contender a coroutine on one thread: an
+// uncontended acquire and release, throughput of many contenders, the
+// read-heavy throughput of a shared_mutex, and scale (thousands of waiters
+// queued on one thread, then drained). (The handoff is in handoff.cpp.)
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
@@ -17,7 +16,6 @@
 #include <stdexcept>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
-#include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 #include "harness.hpp"
@@ -33,74 +31,8 @@ using asio::experimental::as_tuple;
 using namespace asio::experimental::awaitable_operators;
 using namespace std::chrono_literals;
 
-// Untimed rounds first: caches, allocators and the server's paths warm up.
-constexpr int warm_up_rounds = 20;
+// (warm_up_rounds: harness.hpp.)
 constexpr auto warm_up_time = 500ms;
-
-// ------------------------------------------------------------------ handoff
-
-// A handoff player's lock, by --recipe: the mutex, a shared_mutex's write
-// lock, or a semaphore's one lease (its mutex taken first, as Curator's).
-class recipe_lock {
- public:
-  recipe_lock(session& s, const std::string& path, const std::string& recipe) {
-    if (recipe == "rw") rw_.emplace(s, path);
-    else if (recipe == "semaphore") leases_.emplace(s, path, 1);
-    else plain_.emplace(s, path);
-  }
-  awaitable<lock> acquire() {
-    if (rw_) co_return co_await rw_->async_lock(use_awaitable);
-    if (leases_) co_return co_await leases_->async_acquire(use_awaitable);
-    co_return co_await plain_->async_acquire(use_awaitable);
-  }
-  // What the recipe leaves under `path` to remove, deepest first.
-  static std::vector<std::string> nodes(const std::string& path, const std::string& recipe) {
-    if (recipe == "semaphore") return {path + "/locks", path + "/leases", path};
-    return {path};
-  }
-
- private:
-  std::optional<mutex> plain_;
-  std::optional<shared_mutex> rw_;
-  std::optional<semaphore> leases_;
-};
-
-struct ping_pong {
-  int wanted;
-  int handoffs = 0;
-  std::optional<clock::time_point> released;
-  latency& samples;
-};
-
-// Holds for 2 ms (the other is surely queued by then), stamps the release,
-// releases and queues again; each grant after the other's release is one
-// handoff sample.
-awaitable<void> player(recipe_lock& m, ping_pong& game) {
-  asio::steady_timer hold(co_await asio::this_coro::executor);
-  while (static_cast<int>(game.samples.count()) < game.wanted) {
-    auto held = co_await m.acquire();
-    auto acquired = clock::now();
-    if (game.released && game.handoffs++ >= warm_up_rounds &&
-        static_cast<int>(game.samples.count()) < game.wanted)
-      game.samples.add(acquired - *game.released);
-    hold.expires_after(2ms);
-    co_await hold.async_wait(use_awaitable);
-    game.released = clock::now();
-    co_await held.async_release(use_awaitable);
-  }
-}
-
-awaitable<void> handoff(session_list& both, const options& o, report& r) {
-  session& a = *both[0];
-  session& b = *both[1];
-  co_await (a.async_connect(use_awaitable) && b.async_connect(use_awaitable));
-  auto dir = bench_dir("handoff"), path = dir + "/lock";
-  recipe_lock ma(a, path, o.recipe), mb(b, path, o.recipe);
-  ping_pong game{.wanted = o.rounds, .released = {}, .samples = entry(r, "handoff")};
-  co_await (player(ma, game) && player(mb, game));
-  co_await remove_dir(a, dir, recipe_lock::nodes(path, o.recipe));
-  co_await (a.async_close(use_awaitable) && b.async_close(use_awaitable));
-}
 
 // -------------------------------------------------------------- uncontended
 
@@ -260,7 +192,6 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
 
 }  // namespace
 
-report run_handoff(const options& o) { return run_with_sessions(o, 2, "handoff", handoff); }
 report run_uncontended(const options& o) { return run_with_sessions(o, 1, "uncontended", uncontended); }
 report run_throughput(const options& o) { return run_with_sessions(o, o.sessions, "throughput", throughput); }
 report run_read_heavy(const options& o) { return run_with_sessions(o, o.sessions, "read-heavy", read_heavy); }

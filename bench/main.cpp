@@ -18,10 +18,12 @@ const char* usage =
     "  ops --rounds N     the same operations through zkasio::session\n"
     "  ops-vs-floor --rounds N [--batches B]\n"
     "                     floor and ops in B alternating batches, and the ratio of p50s\n"
-    "  handoff --rounds N [--recipe mutex|rw|semaphore]\n"
+    "  handoff --rounds N [--recipe mutex|rw|semaphore] [--processes 1|2]\n"
     "                     two sessions ping-pong one lock (the holder keeps it 2 ms):\n"
     "                     handoff = the waiter's grant - the holder's release; the lock\n"
-    "                     is the mutex, a shared_mutex's write lock or a semaphore's lease\n"
+    "                     is the mutex, a shared_mutex's write lock or a semaphore's lease;\n"
+    "                     the two players are coroutines of one process (1), or this\n"
+    "                     process and a forked one (2)\n"
     "  uncontended --rounds N\n"
     "                     acquire_release: one acquire and its release, nobody else\n"
     "  throughput --contenders C --sessions S --seconds D --hold-us H\n"
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
     else if (arg == "--acquisitions") o.acquisitions = whole(1, 100'000'000);
     else if (arg == "--cut-every-ms") o.cut_every_ms = whole(1, 3'600'000);
     else if (arg == "--threads") o.threads = whole(1, 64);
+    else if (arg == "--processes") o.processes = whole(1, 2);
     else if (arg == "--recipe") {
       o.recipe = value();
       if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
