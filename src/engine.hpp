@@ -227,14 +227,18 @@ struct reentry {
 
 // A wait in this process (known_nodes', local_turns'): `start(done)`
 // registers the completion `done`, which is completed on the engine's strand;
-// cancelling the wait withdraws it there.
+// cancelling the wait withdraws it there. Not a coroutine: a waiter's frames
+// are most of its memory (issue #14), and this one would hold nothing. The
+// awaitable runs `start` when it is awaited, so what `start` refers to must
+// live until then (the awaiting frame's).
 template <class Start>
-awaitable<std::error_code> wait_here(const std::shared_ptr<engine_state>& m, Start start) {
+awaitable<std::tuple<std::error_code>> wait_here(const std::shared_ptr<engine_state>& m, Start start) {
   auto token = as_tuple(use_awaitable);
-  auto [ec] = co_await asio::async_initiate<decltype(token), void(std::error_code)>(
-      [&](auto handler) { start(make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation)); },
+  return asio::async_initiate<decltype(token), void(std::error_code)>(
+      [m, start = std::move(start)](auto handler) mutable {
+        start(make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation));
+      },
       token);
-  co_return ec;
 }
 
 // `work`, or lock_timeout at the deadline. (A frame of its own: a waiter

@@ -7,13 +7,14 @@ namespace zkasio::detail {
 namespace {
 
 // Waits for the node `name` to go: in this process when it is a node of the
-// same session (see known_nodes), else with a watch on the server.
-awaitable<std::error_code> wait_gone(std::shared_ptr<engine_state> m, const attempt& a, const std::string& name) {
-  if (m->known->owned_by(name, m->session_in(a.generation)))
-    co_return co_await wait_here(m, [&](completion_ptr<> done) { m->known->wait_gone(name, m->strand, std::move(done)); });
-  auto [ec] = co_await m->s.async_wait_deleted(m->full(name), as_tuple(use_awaitable));
-  if (!ec) m->known->gone(name);
-  co_return ec;
+// same session (`here`, see known_nodes), else with a watch on the server.
+// Not a coroutine (see wait_here): `name` must live until the wait is over.
+awaitable<std::tuple<std::error_code>> wait_gone(const std::shared_ptr<engine_state>& m, bool here,
+                                                 const std::string& name) {
+  if (here) return wait_here(m, [&engine = *m, &name](completion_ptr<> done) {
+    engine.known->wait_gone(name, engine.strand, std::move(done));
+  });
+  return m->s.async_wait_deleted(m->full(name), as_tuple(use_awaitable));
 }
 
 enum class turn { first, relist };
@@ -26,7 +27,9 @@ enum class turn { first, relist };
 awaitable<std::tuple<std::error_code, turn>> wait_turn(std::shared_ptr<engine_state> m, const attempt& a,
                                                        std::string predecessor, bool relist_after) {
   for (;;) {
-    auto ec = co_await wait_gone(m, a, predecessor);
+    bool here = m->known->owned_by(predecessor, m->session_in(a.generation));
+    auto [ec] = co_await wait_gone(m, here, predecessor);
+    if (!ec && !here) m->known->gone(predecessor);  // (seen by the server's watch)
     if (!ec && m->s.generation() != a.generation) ec = make_error_code(zk_error::session_expired);
     if (ec) co_return std::make_tuple(ec, turn::relist);
     if (relist_after) co_return std::make_tuple(std::error_code{}, turn::relist);
@@ -92,7 +95,9 @@ awaitable<before_grant> check_before_grant(std::shared_ptr<engine_state> m, atte
   co_return before_grant{};
 }
 
-// The whole acquire: create, then wait in the queue until first.
+// The whole acquire: create, then wait in the queue until first. (One call
+// site of each awaited step: g++ gives every call site its own slots in the
+// frame, which every waiter carries.)
 awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_state> m,
                                                       std::optional<owner> who, bool try_once,
                                                       attempt& a) {
@@ -101,9 +106,12 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
   if (s.state() != session_state::connected)
     if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
   auto [ec, view] = co_await create_node(m, a);
+  // Set when the queue must be listed again: after this failure (retryable), if any.
+  std::optional<std::error_code> relist;
   for (;;) {
+    if (relist) std::tie(ec, view) = co_await relist_when_connected(m, *std::exchange(relist, std::nullopt));
     if (ride_through(ec, s, a) && a.node.name.size()) {
-      std::tie(ec, view) = co_await relist_when_connected(m, ec);
+      relist = ec;
       continue;
     }
     if (ec) co_return failed(ec);
@@ -122,7 +130,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
       if (ride_through(wait_ec, s, a)) cut_off = std::exchange(wait_ec, {});
       if (wait_ec) co_return failed(wait_ec);
       if (next == turn::relist) {
-        std::tie(ec, view) = co_await relist_when_connected(m, cut_off);
+        relist = cut_off;
         continue;
       }
     }
@@ -131,7 +139,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
     auto check = co_await check_before_grant(m, a, verdict.what == lock_verdict::wait || a.confirm_owner);
     if (check.what == before_grant::fail) co_return failed(check.ec);
     if (check.what == before_grant::relist) {
-      std::tie(ec, view) = co_await relist_when_connected(m, check.ec);
+      relist = check.ec;
       continue;
     }
     co_return std::make_tuple(std::error_code{}, granted(m, a, who));

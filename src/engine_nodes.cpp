@@ -295,9 +295,10 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
       if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::internal_error);
       co_return listed;
     }
-    a.node = reply->node;
+    a.node = std::move(reply->node);
     a.stat = reply->stat;
     auto create_ec = reply->ec;
+    a.reply.reset();  // done: a waiter need not keep it (discard reads only a reply not done)
     if (!create_ec) {
       if (auto list_ec = std::get<0>(listed)) listed = co_await relist_when_connected(m, list_ec);
       co_return listed;

@@ -18,7 +18,7 @@ awaitable<std::error_code> take_turn(std::shared_ptr<engine_state> m, attempt& a
     if (m->s.generation() != a.generation) co_return make_error_code(zk_error::session_expired);
     co_return a.turn ? std::error_code{} : make_error_code(error::lock_busy);
   }
-  if (auto ec = co_await wait_here(m, [&](completion_ptr<> done) { m->turns->enter(key, m->strand, std::move(done)); }))
+  if (auto [ec] = co_await wait_here(m, [&](completion_ptr<> done) { m->turns->enter(key, m->strand, std::move(done)); }); ec)
     co_return ec;
   a.turn = m->turns->take(key);
   co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(zk_error::session_expired);
