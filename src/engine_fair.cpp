@@ -8,7 +8,8 @@ namespace {
 
 // Waits for the node `name` to go: in this process when it is a node of the
 // same session (`here`, see known_nodes), else with a watch on the server.
-// Not a coroutine (see wait_here): `name` must live until the wait is over.
+// Not a coroutine (see wait_here): `name` must live until the wait has
+// started (it is read when the awaitable is awaited).
 awaitable<std::tuple<std::error_code>> wait_gone(const std::shared_ptr<engine_state>& m, bool here,
                                                  const std::string& name) {
   if (here) return wait_here(m, [&engine = *m, &name](completion_ptr<> done) {
