@@ -425,6 +425,29 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
       CHECK(e.code() == asio::error::operation_aborted);
     }
   }
+  SUBCASE("awaited by a coroutine, which is cancellable again afterwards") {
+    asio::cancellation_signal cancel;
+    bool returned = false;
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+      co_await with_session(s, [](session& zk) -> awaitable<void> { co_await zk.async_connect(use_awaitable); });
+      returned = true;
+      asio::steady_timer forever(io, asio::steady_timer::time_point::max());
+      co_await forever.async_wait(use_awaitable);
+    }, asio::bind_cancellation_slot(cancel.slot(), report));
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+      asio::steady_timer tick(io);
+      while (!returned) {
+        tick.expires_after(1ms);
+        co_await tick.async_wait(use_awaitable);
+      }
+      cancel.emit(asio::cancellation_type::terminal);
+    }, asio::detached);
+    io.run_for(20s);
+    REQUIRE(io.stopped());  // the caller's wait was cancelled
+    CHECK(returned);
+    REQUIRE(failure);
+    CHECK_THROWS_AS(std::rethrow_exception(failure), std::system_error);
+  }
   CHECK(s.state() == session_state::closed);
 }
 

@@ -29,6 +29,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <variant>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -360,38 +361,38 @@ class session {
 // `body(s)` (an awaitable), then closes `s` whatever the outcome (cancelled
 // too: a cancellation ends the body, never the close), and gives the body's
 // result, or rethrows its exception, once the session is closed. `s` must
-// outlive it.
+// outlive it. The close's own error is not reported: the session is closed
+// either way.
 //   asio::co_spawn(io, zkasio::with_session(zk, work), handler);
+// Awaited inside a larger coroutine, it leaves that coroutine's cancellation
+// state as a new one's (terminal cancellation only): Asio keeps one state per
+// spawned chain of coroutines, and the close must ignore it meanwhile.
 template <class Body>
   requires std::invocable<Body&, session&>
 std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
   using result_type = typename std::invoke_result_t<Body&, session&>::value_type;
-  // A cancellation of the body must not keep the close from being sent, nor
-  // a later one end the wait for it.
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto ignore_cancellation = [](asio::cancellation_type) { return asio::cancellation_type::none; };
+  using stored = std::conditional_t<std::is_void_v<result_type>, std::monostate, result_type>;
+  std::optional<stored> result;
   std::exception_ptr failure;
-  if constexpr (std::is_void_v<result_type>) {
-    try {
+  try {
+    if constexpr (std::is_void_v<result_type>) {
       co_await body(s);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    co_await asio::this_coro::reset_cancellation_state(ignore_cancellation);
-    co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
-    if (failure) std::rethrow_exception(failure);
-  } else {
-    std::optional<result_type> result;
-    try {
+      result.emplace();
+    } else {
       result.emplace(co_await body(s));
-    } catch (...) {
-      failure = std::current_exception();
     }
-    co_await asio::this_coro::reset_cancellation_state(ignore_cancellation);
-    co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
-    if (failure) std::rethrow_exception(failure);
-    co_return std::move(*result);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  // A cancellation of the body (cleared by the reset) must not keep the close
+  // from being sent, nor a later one end the wait for it.
+  co_await asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
+    return asio::cancellation_type::none;
+  });
+  co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
+  co_await asio::this_coro::reset_cancellation_state();
+  if (failure) std::rethrow_exception(failure);
+  if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
 }
 
 inline std::shared_ptr<detail::session_core> detail::session_access::core(const session& s) {
