@@ -70,6 +70,7 @@ struct ping_pong {
   std::atomic<int> handoffs{0};
   std::atomic<int> count{0};                 // samples taken
   std::atomic<std::int64_t> released_ns{-1};  // the last release (steady_clock), -1: none yet
+  std::atomic<int> released_by{-1};           // the player who made it
   std::int64_t* samples_ns = nullptr;         // `wanted` of them, after the game in the mapping
 
   static std::int64_t now_ns() {
@@ -107,34 +108,35 @@ class shared_game {
 
 // Holds for 2 ms (the other is surely queued by then), stamps the release,
 // releases and queues again; each grant after the other's release is one
-// handoff sample.
-awaitable<void> player(recipe_lock& m, ping_pong& game) {
+// handoff sample (not a grant after its own: the other not there yet).
+awaitable<void> player(recipe_lock& m, ping_pong& game, int me) {
   asio::steady_timer hold(co_await asio::this_coro::executor);
   while (game.count < game.wanted) {
     auto held = co_await m.acquire();
     auto acquired = ping_pong::now_ns();
     if (game.holders.fetch_add(1) != 0) throw std::runtime_error("both players held the lock at once");
     auto released = game.released_ns.load();
-    if (released >= 0 && game.handoffs++ >= warm_up_rounds && game.count < game.wanted)
+    if (released >= 0 && game.released_by != me && game.handoffs++ >= warm_up_rounds && game.count < game.wanted)
       game.samples_ns[game.count++] = acquired - released;
     hold.expires_after(2ms);
     co_await hold.async_wait(use_awaitable);
     game.holders.fetch_sub(1);
     game.released_ns = ping_pong::now_ns();
+    game.released_by = me;
     co_await held.async_release(use_awaitable);
   }
 }
 
-// One player on its own session, until the game is over.
-awaitable<void> play(session& s, std::string path, const options& o, ping_pong& game) {
+// Player `me` on its own session, until the game is over.
+awaitable<void> play(session& s, std::string path, const options& o, ping_pong& game, int me) {
   co_await s.async_connect(use_awaitable);
   recipe_lock m(s, path, o.recipe);
-  co_await player(m, game);
+  co_await player(m, game, me);
 }
 
 awaitable<void> in_process(session_list& both, const options& o, ping_pong& game) {
   auto dir = bench_dir("handoff"), path = dir + "/lock";
-  co_await (play(*both[0], path, o, game) && play(*both[1], path, o, game));
+  co_await (play(*both[0], path, o, game, 0) && play(*both[1], path, o, game, 1));
   co_await remove_dir(*both[0], dir, recipe_lock::nodes(path, o.recipe));
   co_await close_all(both);
 }
@@ -149,18 +151,29 @@ pid_t fork_player(const std::string& path, const options& o, ping_pong& game) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) std::_Exit(1);
   run_with_sessions(o, 1, "handoff", [&](session_list& one, const options& o, report&) -> awaitable<void> {
-    co_await play(*one[0], path, o, game);
+    co_await play(*one[0], path, o, game, 1);
     co_await close_all(one);
   });
   std::_Exit(0);
 }
 
-// Waits for the forked player's exit; false unless it ended well.
-bool ended_well(pid_t child) {
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+// Until the forked player has exited, after the game and well; else fails
+// at once, saying why in `why`: its node would otherwise keep this player
+// waiting until its session expired, or this one would play alone for ever.
+// Polled, so that the io thread never blocks on it.
+awaitable<void> watch_player(pid_t child, const ping_pong& game, std::string& why) {
+  asio::steady_timer poll(co_await asio::this_coro::executor);
+  for (;;) {
+    int status = 0;
+    auto exited = waitpid(child, &status, WNOHANG);
+    if (exited < 0 && errno != EINTR) why = "waitpid: " + std::generic_category().message(errno);
+    if (exited == child && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) why = "the other process's player failed";
+    else if (exited == child && game.count < game.wanted) why = "the other process's player ended before the game";
+    if (!why.empty()) throw std::runtime_error(why);
+    if (exited == child) co_return;
+    poll.expires_after(10ms);
+    co_await poll.async_wait(use_awaitable);
+  }
 }
 
 }  // namespace
@@ -177,9 +190,14 @@ report run_handoff(const options& o) {
     auto dir = bench_dir("handoff"), path = dir + "/lock";
     auto child = fork_player(path, o, game);
     r = run_with_sessions(o, 1, "handoff", [&](session_list& one, const options& o, report&) -> awaitable<void> {
-      co_await play(*one[0], path, o, game);
-      // The other's last release is done once it has ended.
-      if (!ended_well(child)) throw std::runtime_error("the other process's player failed");
+      // (The other's last release is done once it has ended.)
+      std::string why;
+      try {
+        co_await (play(*one[0], path, o, game, 0) && watch_player(child, game, why));
+      } catch (...) {  // (the watch's failure cancels the play: both throw)
+        if (why.empty()) throw;
+        throw std::runtime_error(why);
+      }
       co_await remove_dir(*one[0], dir, recipe_lock::nodes(path, o.recipe));
       co_await close_all(one);
     });
