@@ -8,7 +8,6 @@
 #include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -21,6 +20,7 @@
 #include <zkasio/session.hpp>
 
 #include "c_client_scope.hpp"
+#include "harness.hpp"
 #include "latency.hpp"
 
 namespace zkasio::bench {
@@ -59,10 +59,9 @@ void add_lock_figures(report& r, const std::string& t, double ops, double wall_s
   add_value(r, "lock_max_hold_us" + t, static_cast<double>(st.max_hold_ns) / 1e3);
 }
 
-// On `coord`, a strand: the completions below are bound to it.
+// On a strand: run_all's completions come back to it from the pool.
 awaitable<void> phase(std::vector<worker>& workers, const options& o, int threads, report& r,
                       asio::any_io_executor pool) {
-  auto coord = co_await asio::this_coro::executor;
   const std::string dir = "/zkasio-bench-global-lock-" + std::to_string(getpid()) + "-" + std::to_string(threads);
   std::error_code ignored;
   for (auto& w : workers) co_await w.s->async_connect(use_awaitable);
@@ -75,18 +74,11 @@ awaitable<void> phase(std::vector<worker>& workers, const options& o, int thread
   for (auto& w : workers) w.sync = w.get_data = latency{};
   detail::take_c_client_lock_stats();
 
-  asio::steady_timer all_done(coord, asio::steady_timer::time_point::max());
-  std::size_t running = workers.size();
-  std::exception_ptr failure;
   auto start = clock::now();
-  for (auto& w : workers)
-    asio::co_spawn(pool, rounds(w, o.rounds), asio::bind_executor(coord, [&](std::exception_ptr e) {
-                     if (e && !failure) failure = e;
-                     if (--running == 0) all_done.cancel();
-                   }));
-  co_await all_done.async_wait(asio::experimental::as_tuple(use_awaitable));
+  std::vector<awaitable<void>> work;
+  for (auto& w : workers) work.push_back(rounds(w, o.rounds));
+  co_await run_all(std::move(work), pool);
   double wall_s = std::chrono::duration<double>(clock::now() - start).count();
-  if (failure) std::rethrow_exception(failure);
 
   const std::string t = "_" + std::to_string(threads) + "t";
   const double ops = 2.0 * o.rounds * static_cast<double>(workers.size());
@@ -97,8 +89,9 @@ awaitable<void> phase(std::vector<worker>& workers, const options& o, int thread
   }
   add_lock_figures(r, t, ops, wall_s);
 
-  for (auto& w : workers) co_await w.s->async_remove(w.node, asio::redirect_error(use_awaitable, ignored));
-  co_await workers[0].s->async_remove(dir, asio::redirect_error(use_awaitable, ignored));
+  std::vector<std::string> nodes;
+  for (auto& w : workers) nodes.push_back(w.node);
+  co_await remove_dir(*workers[0].s, dir, std::move(nodes));
   // A connected session's close waits for its answer under the lock.
   for (auto& w : workers) co_await w.s->async_close(use_awaitable);
   add_value(r, "lock_max_hold_us_closing" + t,

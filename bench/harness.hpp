@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <asio/awaitable.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
@@ -16,6 +17,7 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zkasio/session.hpp>
@@ -70,18 +72,21 @@ inline asio::awaitable<void> remove_dir(session& s, std::string dir, std::vector
   co_await s.async_remove(dir, asio::redirect_error(asio::use_awaitable, ignored));
 }
 
-// Runs every coroutine concurrently on this thread until all are done, then
-// rethrows the first failure.
-inline asio::awaitable<void> run_all(std::vector<asio::awaitable<void>> work) {
+// Runs every coroutine concurrently until all are done, then rethrows the
+// first failure: on this coroutine's executor, or on `on` (a pool's: their
+// completions still come back to this one's, which must be a strand if its
+// io_context has several threads).
+inline asio::awaitable<void> run_all(std::vector<asio::awaitable<void>> work,
+                                     std::optional<asio::any_io_executor> on = std::nullopt) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
   std::size_t remaining = work.size();
   std::exception_ptr failure;
   for (auto& w : work)
-    asio::co_spawn(executor, std::move(w), [&](std::exception_ptr e) {
-      if (e && !failure) failure = e;
-      if (--remaining == 0) all_done.cancel();
-    });
+    asio::co_spawn(on.value_or(executor), std::move(w), asio::bind_executor(executor, [&](std::exception_ptr e) {
+                     if (e && !failure) failure = e;
+                     if (--remaining == 0) all_done.cancel();
+                   }));
   if (remaining) co_await all_done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
   if (failure) std::rethrow_exception(failure);
 }
