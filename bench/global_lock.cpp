@@ -72,6 +72,7 @@ awaitable<void> phase(std::vector<worker>& workers, const options& o, int thread
   }
   for (auto& w : workers) co_await rounds(w, 20);  // warm-up
   for (auto& w : workers) w.sync = w.get_data = latency{};
+  detail::count_c_client_lock(true);
   detail::take_c_client_lock_stats();
 
   auto start = clock::now();

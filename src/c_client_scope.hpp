@@ -35,8 +35,11 @@ class c_client_scope {
   const session_options* previous_;
 };
 
-// How the lock was used since the last take (outermost scopes only), for
-// zkasio-bench global-lock: what the serialization costs.
+// How the lock was used since the last take (outermost scopes only, while
+// counting), for zkasio-bench global-lock: what the serialization costs.
+// Off by default: the clock reads would sit on every call into the C client
+// (every round of the client pump) for a figure only the benchmark reads.
+void count_c_client_lock(bool on) noexcept;
 struct c_client_lock_stats {
   std::uint64_t scopes = 0;
   std::uint64_t contended = 0;  // found held by another thread: waited
