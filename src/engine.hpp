@@ -12,6 +12,7 @@
 //   engine_leases.cpp   the semaphore's leases
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
+//   engine_local.cpp    a mutex's in-process handoff (lock_options::local_handoff)
 //   lock.cpp            the lock object and owner
 #pragma once
 
@@ -27,6 +28,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
+#include <deque>
 #include <list>
 #include <zkasio/detail/lock_engine.hpp>
 #include <zkasio/detail/lock_queue.hpp>
@@ -53,6 +55,32 @@ struct listing_round;
 
 struct hold;
 
+// Where a contender waiting in a local run (below) is given its turn: the
+// lock handed over in memory, or the lead (queue a node for the run).
+struct local_turn {
+  lock granted;
+  bool leads = false;
+};
+
+// A mutex's in-process handoff (lock_options::local_handoff, engine_local.cpp).
+// A run is the lock object's one contender at the server at a time: its
+// leader's acquire queues a node as any acquire does; once its acquire
+// completes with the lock (not when granted: a lock granted as the deadline
+// struck is dropped there and its node deleted), that hold leads the run
+// (hold::in_run) and, at its release, hands the lock to the
+// next of `waiting` in memory (next_after_release) or deletes its node and
+// passes the lead to the next, whose acquire queues a node of its own. Every
+// other acquire on the lock object waits here meanwhile. On the strand.
+struct local_run {
+  struct waiter {
+    completion_ptr<> done;
+    std::optional<owner> who;
+    std::shared_ptr<local_turn> turn;
+  };
+  bool active = false;  // someone leads: an acquire, or a hold
+  std::deque<waiter> waiting;
+};
+
 struct engine_state {
   engine_state(session& owner, std::string path, lock_options options, queue_family family,
                std::optional<lock_strand> shared_strand)
@@ -72,6 +100,7 @@ struct engine_state {
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
   std::shared_ptr<local_turns> turns;  // the race recipes' (see local_turns.hpp)
+  local_run run;  // with options.local_handoff only
   std::shared_ptr<listing_round> next_listing;  // not sent yet: contenders may join it
   bool listing_in_flight = false;  // sent, not answered (see fresh_listing)
   busy_backoff busy;  // the pause before asking a busy server again (until_retry)
@@ -116,6 +145,13 @@ struct hold {
   std::atomic<bool> lost{false};
   asio::cancellation_signal stop_monitor;
   std::shared_ptr<local_turns::turn> turn;  // a race hold's, until its node is deleted
+  // The in-process handoff: the hold leads its engine's local run (until its
+  // node goes or it may be lost), was handed over `local_count` times, and
+  // how far the rule lets it go on (see next_after_release).
+  bool in_run = false;
+  std::uint64_t generation = 0;  // of the session that created the node
+  std::uint64_t local_count = 0;
+  local_run_budget budget;
 };
 
 // One lock object's share of a hold: its own lost signal.
@@ -123,6 +159,7 @@ struct hold {
 // destroyed (a lock object dropped, or an async_release never started).
 struct grant {
   std::shared_ptr<hold> held;
+  std::uint64_t local = 0;  // the hold's local_count at this grant (lock::fence)
   asio::cancellation_signal lost_signal;
   // lost_slot()'s after the loss: each emitted once its caller has bound it,
   // then dropped once nothing is bound to it any more. On the strand.
@@ -204,6 +241,10 @@ struct attempt {
   // Curator's CURATOR-696 granted leadership on a node of an earlier session).
   bool confirm_owner = false;
   std::uint64_t generation = 0;  // of the session when the create was sent
+  // A local run's waiter given the lead: the session generation it waited
+  // in. It lost its place if that session expired meanwhile (as a waiter's
+  // node goes with its session).
+  std::optional<std::uint64_t> waited_in{};
   bool submitted = false;        // a create may have taken effect
   bool gone = false;             // the node is known to be gone
   lock_node node;                // once known
@@ -289,6 +330,24 @@ awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::e
 awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a);
 // The path's parent and the node's name in it.
 std::pair<std::string, std::string> split_path(const std::string& path);
+
+// ----------------------------------------------------------- engine_local.cpp
+
+// Waits in the engine's local run until given a turn (see local_turn). Not a
+// coroutine (see wait_here).
+awaitable<std::tuple<std::error_code>> wait_in_run(const std::shared_ptr<engine_state>& m, std::optional<owner> who,
+                                                   std::shared_ptr<local_turn> turn);
+// The run's lead goes to its next waiter, or the run ends.
+void pass_lead(engine_state& m);
+// The release of the last grant of `h`, which leads a run: hands the lock to
+// the next waiter if the rule says so (true).
+bool hand_off(const std::shared_ptr<hold>& h);
+// The hold `h` granted to a leader's acquire, as it completes: it leads the
+// run from now on (false, and nothing changed, if it may be lost already).
+bool lead_run(hold& h);
+// Until cancelled: sets h->budget.other_seen once another contender's node
+// is queued behind the run's hold `h` (or when that cannot be known).
+awaitable<loss> watch_queue(std::shared_ptr<hold> h);
 
 // ------------------------------------------------------------ engine_hold.cpp
 

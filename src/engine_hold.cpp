@@ -16,6 +16,9 @@ void lose(hold& h, loss why) {
   if (why == loss::none || h.released) return;
   if (why == loss::node_gone || why == loss::session_over) h.engine->known->gone(h.name);
   if (h.lost.exchange(true)) return;
+  // Its local run goes on under a node of its own, as a waiter behind a node
+  // lost would (the holder is told to stop).
+  if (std::exchange(h.in_run, false)) pass_lead(*h.engine);
   // A handler may release its own grant (and so edit the list) as it runs.
   std::vector<std::shared_ptr<grant>> grants;
   for (auto& weak : h.grant_list)
@@ -143,7 +146,8 @@ awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation,
   }
 }
 
-loss either(std::variant<loss, loss> why) {
+template <class... Losses>
+loss either(std::variant<Losses...> why) {
   return std::visit([](loss l) { return l; }, why);
 }
 
@@ -151,7 +155,11 @@ loss either(std::variant<loss, loss> why) {
 // lost (its node possibly still there), until its node is known gone, so
 // that the waiters behind it learn that (see known_nodes).
 awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
-  auto why = either(co_await (watch_node(h) || watch_session(h, generation, true)));
+  loss why{};
+  // A hold that may lead a local run also watches for another contender
+  // queued behind it.
+  if (h->engine->options.local_handoff) why = either(co_await (watch_node(h) || watch_session(h, generation, true) || watch_queue(h)));
+  else why = either(co_await (watch_node(h) || watch_session(h, generation, true)));
   lose(*h, why);
   if (why == loss::may_be_lost) lose(*h, either(co_await (node_gone(h) || watch_session(h, generation, false))));
 }
@@ -169,6 +177,7 @@ void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
 lock grant_of(const std::shared_ptr<hold>& h) {
   auto g = std::make_shared<grant>();
   g->held = h;
+  g->local = h->local_count;
   ++h->grants;
   std::erase_if(h->grant_list, [](auto& weak) { return weak.expired(); });
   h->grant_list.push_back(g);
@@ -180,6 +189,7 @@ lock grant_of(const std::shared_ptr<hold>& h) {
 // operation_aborted). lock_lost when the lock had been lost.
 awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
   if (--h->grants > 0) co_return h->lost ? make_error_code(error::lock_lost) : std::error_code{};
+  if (h->in_run && hand_off(h)) co_return std::error_code{};
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
@@ -189,6 +199,8 @@ awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
     h->turn.reset();  // (a race hold: the next of its session may create the node now)
     co_return ec;
   }(h));
+  // (Its node is behind the one being deleted: it waits for that here.)
+  if (std::exchange(h->in_run, false)) pass_lead(*h->engine);
   auto result = co_await deleting.wait();
   if (!result) co_return std::error_code(asio::error::operation_aborted);
   if (!*result && was_lost) co_return make_error_code(error::lock_lost);
@@ -208,6 +220,7 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   h->owner_id = a.stat.ephemeral_owner;
   h->who = who;
   h->turn = std::move(a.turn);
+  h->generation = a.generation;
   m->holds.push_back(h);
   auto first = grant_of(h);
   start_monitor(h, a.generation);

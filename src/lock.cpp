@@ -50,6 +50,12 @@ const std::string& lock::node() const {
 
 std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid : 0; }
 
+std::shared_ptr<detail::hold> detail::hold_of(const lock& l) { return l.grant_ ? l.grant_->held : nullptr; }
+
+lock::fence_token lock::fence() const {
+  return grant_ ? fence_token{grant_->held->czxid, grant_->local} : fence_token{};
+}
+
 bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }
 
 asio::cancellation_slot lock::lost_slot() {
@@ -84,7 +90,9 @@ asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared
 
 asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(
     std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops) {
-  if (!grant || grant->held->released)
+  // (A hold lives on after this grant's release when it was handed over in
+  // memory: the grant's own release counts.)
+  if (!grant || grant->given_back || grant->held->released)
     co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
   auto& hold = *grant->held;
   if (hold.name.empty()) co_return std::make_tuple(make_error_code(error::not_fenced), std::vector<op_result>{});

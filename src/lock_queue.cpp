@@ -218,4 +218,13 @@ const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_v
   return found == queue.end() ? nullptr : &*found;
 }
 
+after_release next_after_release(const local_run_budget& budget, std::size_t max_run,
+                                 std::chrono::milliseconds max_time, bool local_waiting, bool node_sure,
+                                 std::chrono::steady_clock::time_point now) {
+  if (!local_waiting || !node_sure) return after_release::delete_node;
+  if (!budget.other_seen) return after_release::hand_off;
+  bool within = budget.handed_since < max_run && now - *budget.other_seen < max_time;
+  return within ? after_release::hand_off : after_release::delete_node;
+}
+
 }  // namespace zkasio::detail

@@ -565,3 +565,29 @@ TEST_CASE("known nodes: waiting for a node to go, and withdrawing the wait") {
   CHECK(results.size() == 4);
   CHECK(known.size() == 1);  // closed, not expired: the node may still be there
 }
+
+TEST_CASE("local handoff's rule: hand over while the node is sure and the bound allows, from another's sight on") {
+  using zkasio::detail::after_release;
+  using zkasio::detail::local_run_budget;
+  using zkasio::detail::next_after_release;
+  using namespace std::chrono_literals;
+  auto now = std::chrono::steady_clock::now();
+  auto next = [&](local_run_budget budget, bool waiting = true, bool sure = true) {
+    return next_after_release(budget, 2, 10ms, waiting, sure, now);
+  };
+  // Nobody else seen: unbounded.
+  CHECK(next({}) == after_release::hand_off);
+  CHECK(next({.other_seen = std::nullopt, .handed_since = 1000}) == after_release::hand_off);
+  // Nobody waiting here, or the node not sure (lost, or the session unsure): the node goes.
+  CHECK(next({}, false) == after_release::delete_node);
+  CHECK(next({}, true, false) == after_release::delete_node);
+  // Another contender seen: max_run more, within max_time.
+  CHECK(next({.other_seen = now, .handed_since = 0}) == after_release::hand_off);
+  CHECK(next({.other_seen = now, .handed_since = 1}) == after_release::hand_off);
+  CHECK(next({.other_seen = now, .handed_since = 2}) == after_release::delete_node);
+  CHECK(next({.other_seen = now - 9ms, .handed_since = 0}) == after_release::hand_off);
+  CHECK(next({.other_seen = now - 10ms, .handed_since = 0}) == after_release::delete_node);
+  // max_run 0 or max_time 0: none once another is seen.
+  CHECK(next_after_release({.other_seen = now, .handed_since = 0}, 0, 1h, true, true, now) == after_release::delete_node);
+  CHECK(next_after_release({.other_seen = now, .handed_since = 0}, 5, 0ms, true, true, now) == after_release::delete_node);
+}

@@ -18,6 +18,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
+#include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -57,6 +59,18 @@ enum class lost_policy {
                   // session: last contact + negotiated timeout - safety margin
 };
 
+// zkasio::mutex's in-process handoff (lock_options::local_handoff): how long
+// this process may go on handing the lock from one of its contenders to the
+// next in memory once another contender's node is queued behind its node.
+// Until this process sees such a node (a children watch on the lock path,
+// set when its node is granted) the run is unbounded; from then on, at most
+// `max_run` more local handoffs, and none `max_time` after it was seen; then
+// the node is deleted and the other contender goes next.
+struct local_handoff_bound {
+  std::size_t max_run = 16;
+  std::chrono::milliseconds max_time{50};
+};
+
 // Options of every lock recipe (mutex, shared_mutex).
 struct lock_options {
   lost_policy policy = lost_policy::before_expiry;
@@ -82,6 +96,13 @@ struct lock_options {
   // a holder's node is safe from deletion by others under a lock path made
   // with such an ACL, by an acquire or by you (see the README).
   std::optional<acl> node_acl = std::nullopt;
+  // zkasio::mutex only (other recipes throw invalid_argument): the lock
+  // object keeps its node while its own contenders wait and hands the lock
+  // from one to the next in memory, with no ZooKeeper write, within the bound
+  // (see local_handoff_bound and the README). Its contenders wait in this
+  // process behind the one whose node is in the queue; each grant is a lock
+  // of its own: its lost signal, its fence (lock::fence), reentrancy by owner.
+  std::optional<local_handoff_bound> local_handoff = std::nullopt;
 };
 
 using mutex_options = lock_options;
@@ -102,11 +123,15 @@ struct leader {
   friend bool operator==(const leader&, const leader&) = default;
 };
 
+class lock;
 namespace detail {
 struct engine_state;
 struct grant;
+struct hold;
 // async_wait_lost's start, on the grant's strand.
 void wait_lost(grant& g, completion_ptr<> done);
+// The hold a lock object has a grant of (null when it holds nothing).
+std::shared_ptr<hold> hold_of(const lock& l);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
@@ -209,6 +234,16 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // The czxid of the lock node: increases with every grant of this lock, and
   // survives re-creation of the parent. Pass it to what the lock protects.
   std::int64_t fencing_token() const;
+  // The fencing token with the in-process handoff's count: (czxid, the
+  // number of local handoffs on that node before this grant). Compared as a
+  // pair, it increases with every grant, local or not (without
+  // local_handoff, `local` is always 0).
+  struct fence_token {
+    std::int64_t czxid = 0;
+    std::uint64_t local = 0;
+    friend auto operator<=>(const fence_token&, const fence_token&) = default;
+  };
+  fence_token fence() const;
   // True once the lock may be lost (see lost_slot).
   bool lost() const noexcept;
 
@@ -281,6 +316,8 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
       std::shared_ptr<detail::grant> grant);
   static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
   guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
+
+  friend std::shared_ptr<detail::hold> detail::hold_of(const lock& l);
 
   std::shared_ptr<detail::grant> grant_;            // empty once released
   std::shared_ptr<detail::engine_state> engine_;    // kept: its strand runs release

@@ -3,6 +3,8 @@
 // contender does given a listing of the lock's children.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -123,5 +125,21 @@ room_verdict room_for(const std::vector<std::string>& children, const std::vecto
 // The node with `uuid` in `queue` (from lock_queue), or nullptr: how a
 // contender finds its node after a create whose reply was lost.
 const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid);
+
+// The in-process handoff's rule (a mutex with lock_options::local_handoff):
+// what a release of the run's node does. It hands the lock to the next
+// contender waiting in this process, keeping the node, while the node is sure
+// to be there (not lost, the session sure: a grant's own conditions) and,
+// once another contender's node was seen queued behind it, for `max_run`
+// more handoffs and until `max_time` after that; else the node is deleted
+// (and the next local contender queues a node of its own).
+struct local_run_budget {
+  std::optional<std::chrono::steady_clock::time_point> other_seen{};  // another contender's node behind the run's
+  std::size_t handed_since = 0;  // local handoffs since other_seen
+};
+enum class after_release { hand_off, delete_node };
+after_release next_after_release(const local_run_budget& budget, std::size_t max_run,
+                                 std::chrono::milliseconds max_time, bool local_waiting, bool node_sure,
+                                 std::chrono::steady_clock::time_point now);
 
 }  // namespace zkasio::detail
