@@ -7,14 +7,17 @@
 // "lease-N", one lease of a zkasio::semaphore of N ("enter lease NAME");
 // with "leader", the leadership of a zkasio::election ("enter leader NAME");
 // with "race" a zkasio::race_mutex, with "race-leader" an election in race
-// mode (the same node: they exclude each other).
+// mode (the same node: they exclude each other). With "local-N", N
+// coroutines share one zkasio::mutex with local_handoff (max_run 2, max_time
+// 20 ms), each taking it ROUNDS times, as "NAME.i" ("enter mutex NAME.i").
 //
-//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader]]
+//   lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader|local-N]]
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <iostream>
@@ -71,22 +74,64 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
   co_await s.async_close(use_awaitable);
 }
 
+// "local-N": `coroutines` contenders of this process share one mutex that
+// hands the lock over in memory; each holds it 2 ms per round.
+awaitable<void> take_local_turns(zkasio::session& s, std::string path, std::string name, int rounds,
+                                 std::string log, int coroutines) {
+  using namespace std::chrono_literals;
+  zkasio::mutex m(s, path, {.data = name, .local_handoff = zkasio::local_handoff_bound{.max_run = 2, .max_time = 20ms}});
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
+  int running = coroutines;
+  std::exception_ptr failure;
+  for (int c = 0; c < coroutines; ++c) {
+    auto who = "mutex " + name + "." + std::to_string(c);
+    asio::co_spawn(
+        executor,
+        [&m, who, rounds, log]() -> awaitable<void> {
+          asio::steady_timer hold(co_await asio::this_coro::executor);
+          for (int i = 0; i < rounds; ++i) {
+            auto held = co_await m.async_acquire(use_awaitable);
+            append(log, "enter " + who + "\n");
+            hold.expires_after(2ms);
+            co_await hold.async_wait(use_awaitable);
+            append(log, "exit " + who + "\n");
+            co_await held.async_release(use_awaitable);
+          }
+        },
+        [&](std::exception_ptr e) {
+          if (e && !failure) failure = e;
+          if (--running == 0) all_done.cancel();
+        });
+  }
+  std::error_code ignored;
+  co_await all_done.async_wait(asio::redirect_error(use_awaitable, ignored));
+  if (failure) std::rethrow_exception(failure);
+  std::cout << name << ": " << coroutines << " coroutines took the lock " << rounds << " times each" << std::endl;
+  co_await s.async_close(use_awaitable);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc == 7 ? argv[6] : "";
   bool lease = mode.size() > 6 && mode.starts_with("lease-") &&
                mode.find_first_not_of("0123456789", 6) == std::string::npos;
-  bool known = mode.empty() || lease || mode == "read" || mode == "write" || mode == "leader" || mode == "race" ||
-               mode == "race-leader";
+  bool local = mode.size() > 6 && mode.starts_with("local-") &&
+               mode.find_first_not_of("0123456789", 6) == std::string::npos;
+  bool known = mode.empty() || lease || local || mode == "read" || mode == "write" || mode == "leader" ||
+               mode == "race" || mode == "race-leader";
   if (argc < 5 || argc > 7 || !known) {
-    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader]]\n";
+    std::cerr << "usage: lock_order HOSTS LOCK_PATH NAME ROUNDS [LOG [read|write|lease-N|leader|race|race-leader|local-N]]\n";
     return 2;
   }
   asio::io_context io;
   zkasio::session s(io, {.hosts = argv[1]});
   int status = 0;
-  asio::co_spawn(io, take_turns(s, argv[2], argv[3], std::stoi(argv[4]), argc >= 6 ? argv[5] : "", mode),
+  std::string log = argc >= 6 ? argv[5] : "";
+  auto work = local ? take_local_turns(s, argv[2], argv[3], std::stoi(argv[4]), log, std::stoi(mode.substr(6)))
+                    : take_turns(s, argv[2], argv[3], std::stoi(argv[4]), log, mode);
+  asio::co_spawn(io, std::move(work),
                  [&](std::exception_ptr e) {
                    if (!e) return;
                    try {

@@ -1,9 +1,9 @@
 // A Curator contender for the interoperability tests, the counterpart of
 // examples/lock_order with the same command line:
 //
-//   CuratorContender HOSTS PATH NAME ROUNDS LOG [read|write|lease-N|leader]
+//   CuratorContender HOSTS PATH NAME ROUNDS LOG [mutex|read|write|lease-N|leader]
 //
-// Takes an InterProcessMutex (no MODE), an InterProcessReadWriteLock's read
+// Takes an InterProcessMutex (no MODE, or "mutex": its lines then say so), an InterProcessReadWriteLock's read
 // or write lock, one lease of an InterProcessSemaphoreV2 of N, or a
 // LeaderLatch's leadership, ROUNDS times, appending "enter NAME" and "exit
 // NAME" ("enter MODE NAME", "enter lease NAME") to LOG while holding it (one
@@ -54,7 +54,8 @@ public class CuratorContender {
       } else {
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         InterProcessMutex mutex =
-            mode.isEmpty() ? new InterProcessMutex(client, path) : mode.equals("read") ? rw.readLock() : rw.writeLock();
+            mode.isEmpty() || mode.equals("mutex") ? new InterProcessMutex(client, path)
+            : mode.equals("read") ? rw.readLock() : rw.writeLock();
         hold = () -> {
           mutex.acquire();
           return mutex::release;
