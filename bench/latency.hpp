@@ -70,6 +70,9 @@ struct options {
   int threads = 4;            // global-lock
   std::string recipe = "mutex";  // handoff: mutex, rw (write lock) or semaphore (one lease)
   int processes = 1;             // handoff: its two players in 1 or 2 processes
+  int local_handoff = -1;        // throughput: max_run of the mutexes' local_handoff (-1: off)
+  int max_time_ms = 50;          // throughput: its max_time
+  bool foreign = false;          // throughput: one more contender, on a session of its own
   std::string samples_dir;  // empty: none written
   bool json = false;
 };

@@ -86,13 +86,31 @@ awaitable<void> contender(mutex& m, contention& c) {
   }
 }
 
+// A contender on a session of its own beside a throughput run: acquires,
+// releases, pauses 5 ms, and so on; its waits in the window are `waits`.
+awaitable<void> foreign_contender(mutex& m, contention& c, latency& waits) {
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  while (!c.stop) {
+    auto asked = clock::now();
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto acquired = clock::now();
+    if (c.held) throw std::runtime_error("two contenders held the lock at once");
+    c.held = true;
+    if (asked >= c.start && acquired < c.end) waits.add(acquired - asked);
+    c.held = false;
+    co_await held.async_release(use_awaitable);
+    pause.expires_after(std::chrono::milliseconds(5));
+    co_await pause.async_wait(use_awaitable);
+  }
+}
+
 // The sessions connected, and one lock object (a Lock) per session on
 // `path`: its contenders share what it knows of the queue.
 template <class Lock>
-awaitable<std::vector<Lock>> one_per_session(session_list& sessions, std::string path) {
+awaitable<std::vector<Lock>> one_per_session(session_list& sessions, std::string path, lock_options options = {}) {
   for (auto& s : sessions) co_await s->async_connect(use_awaitable);
   std::vector<Lock> locks;
-  for (auto& s : sessions) locks.emplace_back(*s, path);
+  for (auto& s : sessions) locks.emplace_back(*s, path, options);
   co_return locks;
 }
 
@@ -104,7 +122,17 @@ std::pair<clock::time_point, clock::time_point> measuring_window(const options& 
 
 awaitable<void> throughput(session_list& sessions, const options& o, report& r) {
   auto dir = bench_dir("throughput"), path = dir + "/lock";
-  auto mutexes = co_await one_per_session<mutex>(sessions, path);
+  lock_options options;
+  if (o.local_handoff >= 0)
+    options.local_handoff = local_handoff_bound{.max_run = static_cast<std::size_t>(o.local_handoff),
+                                                .max_time = std::chrono::milliseconds(o.max_time_ms)};
+  auto mutexes = co_await one_per_session<mutex>(sessions, path, options);
+  // (The foreign contender's session is the last: a plain mutex of its own.)
+  std::optional<mutex> foreign;
+  if (o.foreign) {
+    mutexes.pop_back();
+    foreign.emplace(*sessions.back(), path);
+  }
   auto [start, end] = measuring_window(o);
   contention c{.start = start,
                .end = end,
@@ -113,6 +141,7 @@ awaitable<void> throughput(session_list& sessions, const options& o, report& r) 
                .handoffs = entry(r, "handoff")};
   std::vector<awaitable<void>> work;
   for (int i = 0; i < o.contenders; ++i) work.push_back(contender(mutexes[i % mutexes.size()], c));
+  if (foreign) work.push_back(foreign_contender(*foreign, c, entry(r, "foreign_wait")));
   co_await run_all(std::move(work));
   add_value(r, "acquisitions_per_s", static_cast<double>(c.acquisitions) / o.seconds);
   co_await remove_dir(*sessions.front(), dir, std::vector<std::string>(1, path));
@@ -193,7 +222,9 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
 }  // namespace
 
 report run_uncontended(const options& o) { return run_with_sessions(o, 1, "uncontended", uncontended); }
-report run_throughput(const options& o) { return run_with_sessions(o, o.sessions, "throughput", throughput); }
+report run_throughput(const options& o) {
+  return run_with_sessions(o, o.sessions + (o.foreign ? 1 : 0), "throughput", throughput);
+}
 report run_read_heavy(const options& o) { return run_with_sessions(o, o.sessions, "read-heavy", read_heavy); }
 report run_scale(const options& o) { return run_with_sessions(o, o.sessions, "scale", scale); }
 

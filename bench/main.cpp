@@ -27,8 +27,13 @@ const char* usage =
     "  uncontended --rounds N\n"
     "                     acquire_release: one acquire and its release, nobody else\n"
     "  throughput --contenders C --sessions S --seconds D --hold-us H\n"
+    "             [--local-handoff MAX_RUN [--max-time-ms T]] [--foreign]\n"
     "                     C coroutines over S sessions loop on one lock for D seconds:\n"
-    "                     acquisitions_per_s and handoff\n"
+    "                     acquisitions_per_s and handoff; with --local-handoff, each\n"
+    "                     session's mutex hands over in memory (max_time T, 50 ms);\n"
+    "                     --foreign adds a contender on a session of its own that\n"
+    "                     acquires, releases and pauses 5 ms in a loop: foreign_wait\n"
+    "                     (its acquires' latency; not in acquisitions_per_s)\n"
     "  read-heavy --contenders C --sessions S --seconds D --hold-us H\n"
     "                     C coroutines over S sessions loop on one shared_mutex, every\n"
     "                     11th a writer (10 readers : 1 writer): reads_per_s,\n"
@@ -113,6 +118,9 @@ int main(int argc, char** argv) {
     else if (arg == "--cut-every-ms") o.cut_every_ms = whole(1, 3'600'000);
     else if (arg == "--threads") o.threads = whole(1, 64);
     else if (arg == "--processes") o.processes = whole(1, 2);
+    else if (arg == "--local-handoff") o.local_handoff = whole(0, 1'000'000);
+    else if (arg == "--max-time-ms") o.max_time_ms = whole(0, 3'600'000);
+    else if (arg == "--foreign") o.foreign = true;
     else if (arg == "--recipe") {
       o.recipe = value();
       if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
