@@ -240,6 +240,52 @@ TEST_CASE_FIXTURE(proxied_server, "local handoff: the session expires during a r
   }());
 }
 
+TEST_CASE_FIXTURE(proxied_server, "local handoff: with requeue_on_expiry the run goes on in the next session") {
+  session s(io, test_options(proxy.address(), 1s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  lock_options options = handing_over();
+  options.requeue_on_expiry = true;
+  mutex m(s, "/lock", options);
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    lost_signal_log lost(io);
+    lost.watch(first);
+    auto local = start_acquires(io, m, 2);
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await lost.fired.wait(10s));
+    co_await observer.async_wait_deleted(first.node(), use_awaitable);  // expired
+    proxy.refuse_connections(false);
+    // The next leads in the new session; the one behind it is handed the lock there.
+    REQUIRE(co_await granted(*local[0]));
+    CHECK(local[0]->held.fence().local == 0);
+    CHECK(local[0]->held.fencing_token() > first.fencing_token());
+    auto czxid = local[0]->held.fencing_token();
+    co_await local[0]->held.async_release(use_awaitable);
+    REQUIRE(co_await granted(*local[1]));
+    CHECK(local[1]->held.fence() == lock::fence_token{czxid, 1});
+    co_await local[1]->held.async_release(use_awaitable);
+    auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+    CHECK(co_await settles_at(observer, "/lock", 0));
+  }());
+}
+
+TEST_CASE_FIXTURE(handing_mutex, "local handoff: the session closed during a run: the holder is told, the waiters fail") {
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    lost_signal_log lost(io);
+    lost.watch(first);
+    auto local = start_acquires(io, m, 3);
+    co_await s.async_close(use_awaitable);
+    REQUIRE(co_await lost.fired.wait(10s));
+    for (auto& w : local) {
+      REQUIRE(co_await w->done.wait(10s));
+      CHECK(*w->ec == error::session_closed);
+    }
+  }());
+}
+
 TEST_CASE("local handoff: cancellation, timeouts and tries in a run leave no node and no waiter behind") {
   asio::io_context io;
   session holder_session(io, test_options(shared_hosts()));
@@ -276,6 +322,20 @@ TEST_CASE("local handoff: cancellation, timeouts and tries in a run leave no nod
     co_await held.async_release(use_awaitable);
     REQUIRE(co_await granted(next));
     co_await next.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+
+    // A try that leads the run, busy behind another session's holder, with a
+    // contender waiting behind it: that one leads next.
+    held = co_await holder_mutex.async_acquire(use_awaitable);
+    acquire_outcome tried_first(io), behind(io);
+    m.async_try_acquire(tried_first.handler());
+    m.async_acquire(behind.handler());
+    REQUIRE(co_await tried_first.done.wait(10s));
+    CHECK(*tried_first.ec == error::lock_busy);
+    REQUIRE(co_await settles_at(s, path, 2));
+    co_await held.async_release(use_awaitable);
+    REQUIRE(co_await granted(behind));
+    co_await behind.held.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0));
   }());
 }
