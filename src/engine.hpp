@@ -55,27 +55,29 @@ struct listing_round;
 
 struct hold;
 
-// Where a contender waiting in a local run (below) is given its turn: the
-// lock handed over in memory, or the lead (queue a node for the run).
-struct local_turn {
-  lock granted;
+// What a contender waiting in a local run (below) is given: the lock handed
+// over in memory, or the lead (queue a node for the run).
+struct run_ticket {
+  lock handed;
   bool leads = false;
 };
 
 // A mutex's in-process handoff (lock_options::local_handoff, engine_local.cpp).
-// A run is the lock object's one contender at the server at a time: its
-// leader's acquire queues a node as any acquire does; once its acquire
-// completes with the lock (not when granted: a lock granted as the deadline
-// struck is dropped there and its node deleted), that hold leads the run
+// A run is the lock object's contenders behind one leader: the leader's
+// acquire queues a node as any acquire does; once its acquire completes with
+// the lock (not when granted: a lock granted as the deadline struck is
+// dropped there and its node deleted), that hold leads the run
 // (hold::in_run) and, at its release, hands the lock to the
 // next of `waiting` in memory (next_after_release) or deletes its node and
-// passes the lead to the next, whose acquire queues a node of its own. Every
-// other acquire on the lock object waits here meanwhile. On the strand.
+// passes the lead to the next, whose acquire queues a node of its own
+// (behind the old node while that is not deleted yet: for a while the object
+// may have two). Every other acquire on the lock object waits here
+// meanwhile. On the strand.
 struct local_run {
   struct waiter {
     completion_ptr<> done;
     std::optional<owner> who;
-    std::shared_ptr<local_turn> turn;
+    std::shared_ptr<run_ticket> ticket;
   };
   bool active = false;  // someone leads: an acquire, or a hold
   std::deque<waiter> waiting;
@@ -149,7 +151,7 @@ struct hold {
   // node goes or it may be lost), was handed over `local_count` times, and
   // how far the rule lets it go on (see next_after_release).
   bool in_run = false;
-  std::uint64_t generation = 0;  // of the session that created the node
+  std::uint64_t generation = 0;  // of the session that created the node (what the monitor watches)
   std::uint64_t local_count = 0;
   local_run_budget budget;
 };
@@ -241,10 +243,6 @@ struct attempt {
   // Curator's CURATOR-696 granted leadership on a node of an earlier session).
   bool confirm_owner = false;
   std::uint64_t generation = 0;  // of the session when the create was sent
-  // A local run's waiter given the lead: the session generation it waited
-  // in. It lost its place if that session expired meanwhile (as a waiter's
-  // node goes with its session).
-  std::optional<std::uint64_t> waited_in{};
   bool submitted = false;        // a create may have taken effect
   bool gone = false;             // the node is known to be gone
   lock_node node;                // once known
@@ -333,20 +331,41 @@ std::pair<std::string, std::string> split_path(const std::string& path);
 
 // ----------------------------------------------------------- engine_local.cpp
 
-// Waits in the engine's local run until given a turn (see local_turn). Not a
-// coroutine (see wait_here).
-awaitable<std::tuple<std::error_code>> wait_in_run(const std::shared_ptr<engine_state>& m, std::optional<owner> who,
-                                                   std::shared_ptr<local_turn> turn);
-// The run's lead goes to its next waiter, or the run ends.
-void pass_lead(engine_state& m);
+// The lead of its lock object's local run (local_handoff), held by an
+// acquire: given to its hold once the acquire completes with the lock
+// (hand_to), else passed on to the next waiter when dropped, however the
+// acquire ends (an exception too). Empty: no lead.
+class run_lead {
+ public:
+  run_lead() = default;
+  explicit run_lead(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
+  run_lead(run_lead&& other) noexcept : m_(std::move(other.m_)) {}
+  run_lead& operator=(run_lead&& other) noexcept;
+  ~run_lead();
+  // `held`, the acquire's lock, leads the run from now on (unless it may be
+  // lost already: then the lead goes on).
+  void hand_to(const lock& held);
+
+ private:
+  std::shared_ptr<engine_state> m_;
+};
+
+// An acquire of a lock object with local_handoff joins its run: leads it
+// when nobody does; else waits in it, in order, until handed the lock (the
+// lock) or the lead (no error, no lock). A try fails with lock_busy while
+// someone leads; the wait ends at the deadline (lock_timeout) or when
+// cancelled; a waiter given the lead after the session it waited in expired
+// lost its place (session_expired), unless it queues again (requeue_on_expiry).
+awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<engine_state> m,
+                                                               acquire_request request);
 // The release of the last grant of `h`, which leads a run: hands the lock to
 // the next waiter if the rule says so (true).
 bool hand_off(const std::shared_ptr<hold>& h);
-// The hold `h` granted to a leader's acquire, as it completes: it leads the
-// run from now on (false, and nothing changed, if it may be lost already).
-bool lead_run(hold& h);
+// The run's lead goes to its next waiter, or the run ends.
+void pass_lead(engine_state& m);
 // Until cancelled: sets h->budget.other_seen once another contender's node
-// is queued behind the run's hold `h` (or when that cannot be known).
+// is queued behind `h`, a hold of a lock object with local_handoff (or when
+// that cannot be known).
 awaitable<loss> watch_queue(std::shared_ptr<hold> h);
 
 // ------------------------------------------------------------ engine_hold.cpp
@@ -358,6 +377,11 @@ awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czx
 // Whether a grant may be made now: not past the moment the session could
 // have expired by its replies (minus the safety margin).
 bool session_sure(const engine_state& m);
+// Whether a grant may be made on the held node `h` now (a reentry, a local
+// handoff): not known lost, its session the same and sure (session_sure),
+// and under on_suspend connected. (A delete by someone else not yet
+// notified is not known here: the holder's lost signal fires when it is.)
+bool hold_sure(const hold& h);
 // invalid_safety_margin when no grant can ever be sure.
 std::error_code never_sure(const engine_state& m);
 // A new lock object sharing `h`.

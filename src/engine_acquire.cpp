@@ -13,7 +13,7 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
       if (h->kind == node_kind::write) write = h;
       reads = reads || h->kind == node_kind::read;
     }
-  if (same) return {same->lost || !session_sure(m) ? reentry::lost : reentry::again, same};
+  if (same) return {hold_sure(*same) ? reentry::again : reentry::lost, same};
   if (kind == node_kind::write && reads) return {reentry::deadlock};
   if (kind == node_kind::read && write) return {write->lost ? reentry::lost : reentry::downgrade, write};
   return {};

@@ -106,7 +106,6 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
   auto failed = [](std::error_code ec) { return std::make_tuple(ec, lock{}); };
   if (s.state() != session_state::connected)
     if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
-  if (a.waited_in && s.generation() != *a.waited_in) co_return failed(make_error_code(zk_error::session_expired));
   auto [ec, view] = co_await create_node(m, a);
   // Set when the queue must be listed again: after this failure (retryable), if any.
   std::optional<std::error_code> relist;
@@ -150,23 +149,6 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
 
 }  // namespace
 
-namespace {
-
-// An acquire's part in its lock object's local run (local_handoff): a lead
-// it was given and did not hand to a hold (by a grant) goes on to the next
-// waiter, however the acquire ends (an exception too).
-struct run_part {
-  std::shared_ptr<engine_state> m;
-  std::shared_ptr<local_turn> turn = std::make_shared<local_turn>();
-  explicit run_part(std::shared_ptr<engine_state> engine) : m(std::move(engine)) {}
-  run_part(const run_part&) = delete;
-  ~run_part() {
-    if (turn->leads) pass_lead(*m);
-  }
-};
-
-}  // namespace
-
 asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> state,
                                                          acquire_request request) {
   if (co_await cancelled_already()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted), lock{});
@@ -182,21 +164,11 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       case reentry::downgrade: a.downgrade_of = again.h->name; break;
     }
   }
-  run_part run(state);
-  if (state->run.active) {
-    // Another acquire of this lock object leads: wait for the lock (or the lead) here.
-    if (request.try_once) co_return std::make_tuple(make_error_code(error::lock_busy), lock{});
-    auto joined = state->s.generation();
-    std::tuple<std::error_code> waited;
-    if (request.deadline) waited = co_await until(wait_in_run(state, request.who, run.turn), *request.deadline);
-    else waited = co_await wait_in_run(state, request.who, run.turn);
-    // (A lock handed over as the wait failed goes back at once: to the next.)
-    if (auto [ec] = waited; ec) co_return std::make_tuple(ec, lock{});
-    if (run.turn->granted) co_return std::make_tuple(std::error_code{}, std::move(run.turn->granted));
-    a.waited_in = joined;
-  } else if (state->options.local_handoff) {
-    state->run.active = true;
-    run.turn->leads = true;
+  run_lead lead;
+  if (state->options.local_handoff) {
+    auto [ec, handed, led] = co_await join_run(state, request);
+    if (ec || handed) co_return std::make_tuple(ec, std::move(handed));
+    lead = std::move(led);
   }
   for (;;) {
     auto result = co_await settle(queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
@@ -204,8 +176,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       attempts.push_back(std::move(a));
       return discard(state, std::move(attempts));
     });
-    // Its hold leads the run now (unless lost already: then the lead goes on).
-    if (!std::get<0>(result) && run.turn->leads && lead_run(*hold_of(std::get<1>(result)))) run.turn->leads = false;
+    if (!std::get<0>(result)) lead.hand_to(std::get<1>(result));
     if (a.downgrade_of || !queue_again(std::get<0>(result), *state, request.try_once, a.generation)) co_return result;
     a = fresh_attempt(*state, request);
   }

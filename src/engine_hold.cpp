@@ -101,6 +101,12 @@ std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
 // may be lost, whether or not its monitor has said so yet.
 bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
 
+bool hold_sure(const hold& h) {
+  const auto& m = *h.engine;
+  bool connected_enough = m.options.policy != lost_policy::on_suspend || m.s.state() == session_state::connected;
+  return !h.lost && m.s.generation() == h.generation && session_sure(m) && connected_enough;
+}
+
 // Why no grant can ever be sure (session_sure), if none can: a margin not
 // below the timeout. (Asked when a grant was not sure: such a margin would
 // have the acquire look again for ever.)
@@ -154,7 +160,8 @@ loss either(std::variant<Losses...> why) {
 // Watches what can take the lock away, until released: once the lock may be
 // lost (its node possibly still there), until its node is known gone, so
 // that the waiters behind it learn that (see known_nodes).
-awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
+awaitable<void> monitor(std::shared_ptr<hold> h) {
+  auto generation = h->generation;
   loss why{};
   // A hold that may lead a local run also watches for another contender
   // queued behind it.
@@ -164,10 +171,10 @@ awaitable<void> monitor(std::shared_ptr<hold> h, std::uint64_t generation) {
   if (why == loss::may_be_lost) lose(*h, either(co_await (node_gone(h) || watch_session(h, generation, false))));
 }
 
-void start_monitor(const std::shared_ptr<hold>& h, std::uint64_t generation) {
+void start_monitor(const std::shared_ptr<hold>& h) {
   // The handler keeps the hold (and so its signals) alive until the monitor
   // has let go of the slot.
-  asio::co_spawn(h->engine->strand, monitor(h, generation),
+  asio::co_spawn(h->engine->strand, monitor(h),
                  asio::bind_cancellation_slot(h->stop_monitor.slot(), [h](std::exception_ptr) {}));
 }
 
@@ -223,7 +230,7 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   h->generation = a.generation;
   m->holds.push_back(h);
   auto first = grant_of(h);
-  start_monitor(h, a.generation);
+  start_monitor(h);
   return first;
 }
 

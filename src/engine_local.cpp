@@ -5,20 +5,23 @@
 
 namespace zkasio::detail {
 
+namespace {
+
+// Waits in the engine's local run until given its ticket. Not a coroutine
+// (see wait_here).
 awaitable<std::tuple<std::error_code>> wait_in_run(const std::shared_ptr<engine_state>& m, std::optional<owner> who,
-                                                   std::shared_ptr<local_turn> turn) {
-  return wait_here(m, [&engine = *m, who = std::move(who), turn = std::move(turn)](completion_ptr<> done) mutable {
+                                                   std::shared_ptr<run_ticket> ticket) {
+  return wait_here(m, [&engine = *m, who = std::move(who), ticket = std::move(ticket)](completion_ptr<> done) mutable {
     // A cancelled waiter leaves the line at once (the line may be long).
     done->on_cancel = [&waiting = engine.run.waiting, raw = done.get()] {
       std::erase_if(waiting, [&](const local_run::waiter& w) { return w.done.get() == raw; });
     };
-    engine.run.waiting.push_back({std::move(done), std::move(who), std::move(turn)});
+    engine.run.waiting.push_back({std::move(done), std::move(who), std::move(ticket)});
   });
 }
 
-namespace {
-
-// The next waiter not cancelled meanwhile, or none.
+// The next waiter, taken out of the line. (A cancelled one leaves it at once:
+// none is skipped but as a safeguard.)
 std::optional<local_run::waiter> next_waiter(local_run& run) {
   while (!run.waiting.empty()) {
     auto w = std::move(run.waiting.front());
@@ -30,48 +33,80 @@ std::optional<local_run::waiter> next_waiter(local_run& run) {
 
 }  // namespace
 
+run_lead& run_lead::operator=(run_lead&& other) noexcept {
+  if (this != &other) {
+    run_lead dropped(std::move(*this));
+    m_ = std::move(other.m_);
+  }
+  return *this;
+}
+
+run_lead::~run_lead() {
+  if (m_) pass_lead(*m_);
+}
+
+void run_lead::hand_to(const lock& held) {
+  if (!m_) return;
+  for (auto& weak : m_->holds)
+    if (auto h = weak.lock(); h && h->node == held.node() && hold_sure(*h)) {
+      h->in_run = true;
+      m_.reset();
+      return;
+    }
+}
+
+awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<engine_state> m,
+                                                               acquire_request request) {
+  using result = std::tuple<std::error_code, lock, run_lead>;
+  auto outcome = [](std::error_code ec, lock handed = {}, run_lead lead = {}) {
+    return result(ec, std::move(handed), std::move(lead));
+  };
+  if (!m->run.active) {
+    m->run.active = true;
+    co_return outcome({}, {}, run_lead(m));
+  }
+  if (request.try_once) co_return outcome(make_error_code(error::lock_busy));
+  auto joined = m->s.generation();
+  auto ticket = std::make_shared<run_ticket>();
+  std::tuple<std::error_code> waited;
+  if (request.deadline) waited = co_await until(wait_in_run(m, request.who, ticket), *request.deadline);
+  else waited = co_await wait_in_run(m, request.who, ticket);
+  // (A lock handed over as the wait failed goes back at once, to the next.)
+  if (auto [ec] = waited; ec) co_return outcome(ec);
+  if (!ticket->leads) co_return outcome({}, std::move(ticket->handed));
+  run_lead lead(m);
+  // Its place was behind the run's node: lost if the session it waited in
+  // expired meanwhile (as a waiter's node goes with its session). Known once
+  // connected again.
+  if (m->s.state() != session_state::connected)
+    if (auto [ec] = co_await m->s.async_connect(as_tuple(use_awaitable)); ec) co_return outcome(ec);
+  auto expired = make_error_code(zk_error::session_expired);
+  if (m->s.generation() != joined && !queue_again(expired, *m, false, joined)) co_return outcome(expired);
+  co_return outcome({}, {}, std::move(lead));
+}
+
 void pass_lead(engine_state& m) {
   auto next = next_waiter(m.run);
   m.run.active = next.has_value();
   if (!next) return;
-  next->turn->leads = true;
+  next->ticket->leads = true;
   next->done->complete({});
 }
-
-bool lead_run(hold& h) {
-  if (h.lost) return false;
-  h.in_run = true;
-  return true;
-}
-
-namespace {
-
-// Whether the node of `h` is as sure to be there as a grant at the server
-// needs: not known lost, its session the same and sure to live, and under
-// on_suspend connected. (A delete by someone else not yet notified is not
-// known here: the new holder's lost signal fires when it is.)
-bool node_sure(const hold& h) {
-  const auto& m = *h.engine;
-  bool connected_enough = m.options.policy != lost_policy::on_suspend || m.s.state() == session_state::connected;
-  return !h.lost && m.s.generation() == h.generation && session_sure(m) && connected_enough;
-}
-
-}  // namespace
 
 bool hand_off(const std::shared_ptr<hold>& h) {
   auto& m = *h->engine;
   const auto& bound = *m.options.local_handoff;
-  auto& waiting = m.run.waiting;
-  std::erase_if(waiting, [](const local_run::waiter& w) { return w.done->done(); });
-  auto next = next_after_release(h->budget, bound.max_run, bound.max_time, !waiting.empty(), node_sure(*h),
-                                 std::chrono::steady_clock::now());
-  if (next == after_release::delete_node) return false;
-  auto w = *next_waiter(m.run);
-  h->who = std::move(w.who);
+  auto next = next_waiter(m.run);
+  if (next_after_release(h->budget, bound.max_run, bound.max_time, next.has_value(), hold_sure(*h),
+                         std::chrono::steady_clock::now()) == after_release::delete_node) {
+    if (next) m.run.waiting.push_front(std::move(*next));
+    return false;
+  }
+  h->who = std::move(next->who);
   ++h->local_count;
   if (h->budget.other_seen) ++h->budget.handed_since;
-  w.turn->granted = grant_of(h);
-  w.done->complete({});
+  next->ticket->handed = grant_of(h);
+  next->done->complete({});
   return true;
 }
 

@@ -50,8 +50,6 @@ const std::string& lock::node() const {
 
 std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid : 0; }
 
-std::shared_ptr<detail::hold> detail::hold_of(const lock& l) { return l.grant_ ? l.grant_->held : nullptr; }
-
 lock::fence_token lock::fence() const {
   return grant_ ? fence_token{grant_->held->czxid, grant_->local} : fence_token{};
 }

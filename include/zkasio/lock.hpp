@@ -123,15 +123,11 @@ struct leader {
   friend bool operator==(const leader&, const leader&) = default;
 };
 
-class lock;
 namespace detail {
 struct engine_state;
 struct grant;
-struct hold;
 // async_wait_lost's start, on the grant's strand.
 void wait_lost(grant& g, completion_ptr<> done);
-// The hold a lock object has a grant of (null when it holds nothing).
-std::shared_ptr<hold> hold_of(const lock& l);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
@@ -231,13 +227,16 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   explicit operator bool() const noexcept { return held(); }
   // The lock node's path.
   const std::string& node() const;
-  // The czxid of the lock node: increases with every grant of this lock, and
-  // survives re-creation of the parent. Pass it to what the lock protects.
+  // The czxid of the lock node: increases with every node granted on this
+  // lock, and survives re-creation of the parent. Pass it to what the lock
+  // protects. (Reentrant grants share their node's; so do the grants of a
+  // local handoff run: with lock_options::local_handoff, pass fence().)
   std::int64_t fencing_token() const;
   // The fencing token with the in-process handoff's count: (czxid, the
   // number of local handoffs on that node before this grant). Compared as a
-  // pair, it increases with every grant, local or not (without
-  // local_handoff, `local` is always 0).
+  // pair, it increases with every grant, local or not, but for reentrant
+  // grants, which share their holder's (without local_handoff, `local` is
+  // always 0).
   struct fence_token {
     std::int64_t czxid = 0;
     std::uint64_t local = 0;
@@ -316,8 +315,6 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
       std::shared_ptr<detail::grant> grant);
   static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
   guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
-
-  friend std::shared_ptr<detail::hold> detail::hold_of(const lock& l);
 
   std::shared_ptr<detail::grant> grant_;            // empty once released
   std::shared_ptr<detail::engine_state> engine_;    // kept: its strand runs release
