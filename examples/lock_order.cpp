@@ -41,6 +41,15 @@ void append(const std::string& log, const std::string& line) {
   if (!written) throw std::runtime_error("cannot write " + log);
 }
 
+// Holds `held` for `hold` between "enter WHO" and "exit WHO" in the log, then releases it.
+awaitable<void> hold_and_release(zkasio::lock held, std::string who, std::string log, std::chrono::milliseconds hold) {
+  append(log, "enter " + who + "\n");
+  asio::steady_timer timer(co_await asio::this_coro::executor, hold);
+  co_await timer.async_wait(use_awaitable);
+  append(log, "exit " + who + "\n");
+  co_await held.async_release(use_awaitable);
+}
+
 awaitable<void> take_turns(zkasio::session& s, std::string path, std::string name, int rounds,
                            std::string log, std::string mode) {
   zkasio::mutex m(s, path, {.data = name});
@@ -60,16 +69,12 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
     else if (mode == "race-leader") held = co_await race_election.async_campaign(name, use_awaitable);
     else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
     else held = co_await rw.async_lock(use_awaitable);
-    append(log, "enter " + who + "\n");
     std::cout << name << " holds the lock (round " << i << ", node "
               << (held.node() == path ? held.node() : held.node().substr(path.size() + 1)) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;
     // Shared holds long enough for holders of other processes to overlap.
     bool shared = lease || mode == "read";
-    asio::steady_timer hold(co_await asio::this_coro::executor, std::chrono::milliseconds(shared ? 20 : 2));
-    co_await hold.async_wait(use_awaitable);
-    append(log, "exit " + who + "\n");
-    co_await held.async_release(use_awaitable);
+    co_await hold_and_release(std::move(held), who, log, std::chrono::milliseconds(shared ? 20 : 2));
   }
   co_await s.async_close(use_awaitable);
 }
@@ -89,14 +94,9 @@ awaitable<void> take_local_turns(zkasio::session& s, std::string path, std::stri
     asio::co_spawn(
         executor,
         [&m, who, rounds, log]() -> awaitable<void> {
-          asio::steady_timer hold(co_await asio::this_coro::executor);
           for (int i = 0; i < rounds; ++i) {
             auto held = co_await m.async_acquire(use_awaitable);
-            append(log, "enter " + who + "\n");
-            hold.expires_after(2ms);
-            co_await hold.async_wait(use_awaitable);
-            append(log, "exit " + who + "\n");
-            co_await held.async_release(use_awaitable);
+            co_await hold_and_release(std::move(held), who, log, 2ms);
           }
         },
         [&](std::exception_ptr e) {

@@ -69,6 +69,18 @@ awaitable<bool> leader_replaced(session& s, std::string path, std::string leader
   co_return false;
 }
 
+// Cuts the session of `held` off at the proxy until the server has expired
+// it (seen by `observer`): the lock's lost signal fires before.
+awaitable<void> expire(proxied_server& f, session& observer, lock& held) {
+  lost_signal_log lost(f.io);
+  lost.watch(held);
+  f.proxy.refuse_connections(true);
+  f.proxy.drop_now();
+  REQUIRE(co_await lost.fired.wait(10s));
+  co_await observer.async_wait_deleted(held.node(), use_awaitable);
+  f.proxy.refuse_connections(false);
+}
+
 // A session and a mutex handing over in memory on a path of its own.
 struct handing_mutex {
   asio::io_context io;
@@ -221,14 +233,8 @@ TEST_CASE_FIXTURE(proxied_server, "local handoff: the session expires during a r
   mutex m(s, "/lock", handing_over());
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
-    lost_signal_log lost(io);
-    lost.watch(first);
     auto local = start_acquires(io, m, 3);
-    proxy.refuse_connections(true);
-    proxy.drop_now();
-    REQUIRE(co_await lost.fired.wait(10s));
-    co_await observer.async_wait_deleted(first.node(), use_awaitable);  // expired
-    proxy.refuse_connections(false);
+    co_await expire(*this, observer, first);
     // They waited in the session that expired: they lost their place, as a
     // waiter's node goes with its session (requeue_on_expiry is off).
     for (auto& w : local) {
@@ -248,14 +254,8 @@ TEST_CASE_FIXTURE(proxied_server, "local handoff: with requeue_on_expiry the run
   mutex m(s, "/lock", options);
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
-    lost_signal_log lost(io);
-    lost.watch(first);
     auto local = start_acquires(io, m, 2);
-    proxy.refuse_connections(true);
-    proxy.drop_now();
-    REQUIRE(co_await lost.fired.wait(10s));
-    co_await observer.async_wait_deleted(first.node(), use_awaitable);  // expired
-    proxy.refuse_connections(false);
+    co_await expire(*this, observer, first);
     // The next leads in the new session; the one behind it is handed the lock there.
     REQUIRE(co_await granted(*local[0]));
     CHECK(local[0]->held.fence().local == 0);
