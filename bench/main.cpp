@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
     else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
   }
+  bool max_time_given = false;
+  for (int i = 2; i < argc; ++i) max_time_given = max_time_given || !std::strcmp(argv[i], "--max-time-ms");
+  if (max_time_given && o.local_handoff < 0) fail("--max-time-ms needs --local-handoff");
+  if (o.foreign && command != "throughput") fail("--foreign is throughput's");
   if (command == "ops-vs-floor") {
     zkasio::bench::run_ops_vs_floor(o);
     return 0;
