@@ -227,6 +227,34 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder's node deleted by an
   }());
 }
 
+TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder revoked: the next queues behind its node and goes once it is released") {
+  session other(io, test_options(shared_hosts()));
+  mutex other_mutex(other, path);
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    lost_signal_log lost(io);
+    lost.watch(first);
+    auto local = start_acquires(io, m, 2);
+    co_await other_mutex.async_revoke(first.node().substr(path.size() + 1), use_awaitable);
+    REQUIRE(co_await lost.fired.wait(10s));
+    // Not handed a lock that may be lost: the next queued a node of its own,
+    // behind the revoked one, which is still there.
+    REQUIRE(co_await settles_at(s, path, 2));
+    CHECK_FALSE(local[0]->done.happened());
+    auto czxid = first.fencing_token();
+    auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+    REQUIRE(co_await granted(*local[0]));
+    auto second = local[0]->held.fencing_token();
+    CHECK(second > czxid);
+    co_await local[0]->held.async_release(use_awaitable);
+    REQUIRE(co_await granted(*local[1]));
+    CHECK(local[1]->held.fence() == lock::fence_token{second, 1});
+    co_await local[1]->held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+  }());
+}
+
 TEST_CASE_FIXTURE(proxied_server, "local handoff: the session expires during a run: the holder is told, the waiters fail") {
   session s(io, test_options(proxy.address(), 1s));
   session observer(io, test_options(servers.hosts(), 10s));
@@ -336,6 +364,25 @@ TEST_CASE("local handoff: cancellation, timeouts and tries in a run leave no nod
     co_await held.async_release(use_awaitable);
     REQUIRE(co_await granted(behind));
     co_await behind.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+
+    // A waiter given the lead whose deadline passes while its node is queued
+    // behind the other session's holder: its node goes, the lead passes on.
+    held = co_await holder_mutex.async_acquire(use_awaitable);
+    asio::cancellation_signal cancel_first;
+    acquire_outcome first_leader(io), timed_out(io), last(io);
+    m.async_acquire(asio::bind_cancellation_slot(cancel_first.slot(), first_leader.handler()));
+    m.async_acquire_for(2s, timed_out.handler());
+    m.async_acquire(last.handler());
+    REQUIRE(co_await settles_at(s, path, 2));
+    REQUIRE_FALSE(timed_out.done.happened());
+    cancel_first.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await timed_out.done.wait(10s));
+    CHECK(*timed_out.ec == error::lock_timeout);
+    CHECK_FALSE(last.done.happened());
+    co_await held.async_release(use_awaitable);
+    REQUIRE(co_await granted(last));
+    co_await last.held.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0));
   }());
 }
