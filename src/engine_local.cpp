@@ -77,9 +77,13 @@ awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<
   run_lead lead(m);
   // Its place was behind the run's node: lost if the session it waited in
   // expired meanwhile (as a waiter's node goes with its session). Known once
-  // connected again.
-  if (m->s.state() != session_state::connected)
-    if (auto [ec] = co_await m->s.async_connect(as_tuple(use_awaitable)); ec) co_return outcome(ec);
+  // connected again (within the deadline).
+  if (m->s.state() != session_state::connected) {
+    std::tuple<std::error_code> connected;
+    if (request.deadline) connected = co_await until(m->s.async_connect(as_tuple(use_awaitable)), *request.deadline);
+    else connected = co_await m->s.async_connect(as_tuple(use_awaitable));
+    if (auto [ec] = connected; ec) co_return outcome(ec);
+  }
   auto expired = make_error_code(zk_error::session_expired);
   if (m->s.generation() != joined && !queue_again(expired, *m, false, joined)) co_return outcome(expired);
   co_return outcome({}, {}, std::move(lead));

@@ -299,6 +299,28 @@ TEST_CASE_FIXTURE(proxied_server, "local handoff: with requeue_on_expiry the run
   }());
 }
 
+TEST_CASE_FIXTURE(proxied_server, "local handoff: a waiter given the lead while disconnected keeps its deadline") {
+  session s(io, test_options(proxy.address(), 10s));
+  lock_options options = handing_over();
+  options.policy = lost_policy::on_suspend;  // the holder's loss, and so the lead, at the cut
+  mutex m(s, "/lock", options);
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    lost_signal_log lost(io);
+    lost.watch(first);
+    acquire_outcome waiter(io);
+    m.async_acquire_for(1s, waiter.handler());
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await lost.fired.wait(5s));
+    REQUIRE(co_await waiter.done.wait(5s));
+    CHECK(*waiter.ec == error::lock_timeout);
+    proxy.refuse_connections(false);
+    auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+  }());
+}
+
 TEST_CASE_FIXTURE(handing_mutex, "local handoff: the session closed during a run: the holder is told, the waiters fail") {
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
