@@ -81,6 +81,18 @@ awaitable<void> expire(proxied_server& f, session& observer, lock& held) {
   f.proxy.refuse_connections(false);
 }
 
+// After a loss: `leader` holds under the node it queued, and releases; the
+// run goes on under that node, `next` handed the lock in memory; then
+// nothing is left under `path`.
+awaitable<void> goes_on_under(session& s, std::string path, acquire_outcome& leader, acquire_outcome& next) {
+  auto czxid = leader.held.fencing_token();
+  co_await leader.held.async_release(use_awaitable);
+  REQUIRE(co_await granted(next));
+  CHECK(next.held.fence() == lock::fence_token{czxid, 1});
+  co_await next.held.async_release(use_awaitable);
+  CHECK(co_await settles_at(s, path, 0));
+}
+
 // A session and a mutex handing over in memory on a path of its own.
 struct handing_mutex {
   asio::io_context io;
@@ -218,12 +230,7 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder's node deleted by an
     auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
     CHECK_FALSE(local[1]->done.happened());
-    auto czxid = local[0]->held.fencing_token();
-    co_await local[0]->held.async_release(use_awaitable);
-    REQUIRE(co_await granted(*local[1]));
-    CHECK(local[1]->held.fence() == lock::fence_token{czxid, 1});
-    co_await local[1]->held.async_release(use_awaitable);
-    CHECK(co_await settles_at(s, path, 0));
+    co_await goes_on_under(s, path, *local[0], *local[1]);
   }());
 }
 
@@ -245,13 +252,8 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder revoked: the next qu
     auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
     REQUIRE(co_await granted(*local[0]));
-    auto second = local[0]->held.fencing_token();
-    CHECK(second > czxid);
-    co_await local[0]->held.async_release(use_awaitable);
-    REQUIRE(co_await granted(*local[1]));
-    CHECK(local[1]->held.fence() == lock::fence_token{second, 1});
-    co_await local[1]->held.async_release(use_awaitable);
-    CHECK(co_await settles_at(s, path, 0));
+    CHECK(local[0]->held.fencing_token() > czxid);
+    co_await goes_on_under(s, path, *local[0], *local[1]);
   }());
 }
 
