@@ -63,6 +63,10 @@ const char* describe(error e) noexcept {
              "as it is granted (make it smaller, or the session timeout longer)";
     case error::unexpected_reply: return "the server answered as no ZooKeeper server does";
     case error::internal_error: return "zkasio failed inside (an exception, or a broken invariant)";
+    case error::not_connected:
+      return "no ZooKeeper server was connected (at the deadline, or when a try looked): unreachable, not busy";
+    case error::unresolvable_host: return "no host of the connect string could be resolved";
+    case error::not_zookeeper: return "a server of the connect string answered as no ZooKeeper server does";
   }
   return nullptr;
 }
@@ -94,6 +98,8 @@ std::error_condition condition_of(zk_error e) noexcept {
 std::error_condition condition_of(error e) noexcept {
   switch (e) {
     case error::session_closed:
+    case error::unresolvable_host:
+    case error::not_zookeeper:
       return condition::session_gone;
     case error::invalid_path:
     case error::request_too_large:

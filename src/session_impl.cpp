@@ -1,5 +1,6 @@
 #include "session_impl.hpp"
 
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -14,6 +15,50 @@ namespace {
 
 // How often the host names are resolved again (they may move, in DNS).
 constexpr int host_resolution_delay_ms = 30'000;
+
+// Why zookeeper_init refused the connect string `hosts`: no host in it
+// resolved (unresolvable_host, naming each with the resolver's reason; the
+// C client says so only in its log), or it is malformed. Resolves again, on
+// this failure path only.
+std::pair<std::error_code, std::string> refused_hosts(const std::string& hosts) {
+  auto list = hosts.substr(0, hosts.find('/'));  // without the chroot
+  std::string unresolved;
+  bool any = false, resolved = false;
+  for (std::size_t start = 0; start <= list.size();) {
+    auto end = std::min(list.find(',', start), list.size());
+    auto entry = list.substr(start, end - start);
+    start = end + 1;
+    auto colon = entry.rfind(':');
+    if (entry.empty() || colon == std::string::npos) continue;
+    any = true;
+    auto host = entry.substr(0, colon), port = entry.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    if (rc == 0) {
+      freeaddrinfo(found);
+      resolved = true;
+      continue;
+    }
+    unresolved += (unresolved.empty() ? "" : ", ") + ("'" + host + "' (" + gai_strerror(rc) + ")");
+  }
+  if (any && !resolved)
+    return {make_error_code(error::unresolvable_host),
+            "no host of the connect string '" + hosts + "' could be resolved: " + unresolved};
+  return {make_error_code(zk_error::bad_arguments), "the ZooKeeper client refused the connect string '" + hosts +
+                                                        "' (expected host:port[,host:port...][/chroot])"};
+}
+
+// Whether a handshake's answer can be a ZooKeeper server's: a session id,
+// and a negotiated timeout that a server gives to a client that asked for
+// `asked` (the server's minimum when more than asked; no deployment's is a
+// day). Another protocol's bytes read as ZooKeeper's handshake fail this:
+// an HTTP server's "HTTP/1.1 400" gives " 400" as the timeout, 540291120 ms.
+bool zookeeper_handshake(std::int64_t session_id, int negotiated_ms, std::chrono::milliseconds asked) {
+  auto most = std::max<std::chrono::milliseconds>(asked, std::chrono::hours(24));
+  return session_id != 0 && negotiated_ms > 0 && std::chrono::milliseconds(negotiated_ms) <= most;
+}
 
 }  // namespace
 
@@ -31,7 +76,7 @@ session_impl::session_impl(const asio::any_io_executor& executor, session_option
       options_(std::move(options)),
       pump_(strand_, &options_, [this] { on_unrecoverable(); }),
       watches_(*this),
-      retries_(strand_),
+      parked_(strand_),
       heartbeat_(*this, strand_),
       close_probe_timer_(strand_) {}
 
@@ -52,10 +97,10 @@ void session_impl::open_handle() {
                         static_cast<int>(options_.session_timeout.count()), nullptr, this, 0,
                         &c_client_scope::forward);
   if (!zh_) {
-    // Only a malformed host string fails here (no I/O is done yet).
-    if (options_.log) options_.log("zookeeper_init failed for hosts '" + options_.hosts + "'");
-    set_state(session_state::closed);
-    fail_everything(make_error_code(zk_error::bad_arguments));
+    // A malformed connect string, or no host of it resolved (the C client
+    // resolves them here).
+    auto [why, what] = refused_hosts(options_.hosts);
+    end_for_good(why, std::move(what));
     return;
   }
   // By default the C client resolves the host names again on every
@@ -86,7 +131,19 @@ void session_impl::session_watcher(zhandle_t*, int type, int state, const char*,
 
 void session_impl::on_session_event(int state) {
   if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) {
-    id_.store(zoo_client_id(zh_)->client_id, std::memory_order_release);
+    auto id = zoo_client_id(zh_)->client_id;
+    if (!zookeeper_handshake(id, zoo_recv_timeout(zh_), options_.session_timeout)) {
+      // Never connected: no request goes to it. (Not from inside the C
+      // client: the handle is closed.)
+      auto what = std::string(zoo_get_current_server(zh_)) + " answered the handshake as no ZooKeeper server does " +
+                  "(negotiated session timeout " + std::to_string(zoo_recv_timeout(zh_)) + " ms, session id " +
+                  std::to_string(id) + "): is it a ZooKeeper server's client port?";
+      asio::post(strand_, [self = shared_from_this(), what = std::move(what)]() mutable {
+        self->end_for_good(make_error_code(error::not_zookeeper), std::move(what));
+      });
+      return;
+    }
+    id_.store(id, std::memory_order_release);
     timeout_ms_.store(zoo_recv_timeout(zh_), std::memory_order_release);
     // The server saw the session when it handled the handshake, sent on this
     // socket: not later than now, nor earlier than the socket (the answer
@@ -94,7 +151,7 @@ void session_impl::on_session_event(int state) {
     last_contact_.store(pump_.socket_seen().time_since_epoch().count(), std::memory_order_release);
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
-    retries_.resend_all();
+    parked_.resend_all();
     watches_.arm_waiting();
     heartbeat_.start();
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
@@ -130,7 +187,7 @@ void session_impl::on_unrecoverable() {
   }
   set_state(session_state::expired);
   auto ec = make_error_code(zk_error::session_expired);
-  retries_.fail_all(ec);
+  parked_.fail_all(ec);
   watches_.fail_all(ec);
   if (!options_.reconnect_on_expiry) {
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete(ec);
@@ -156,8 +213,24 @@ void session_impl::set_state(session_state s) {
 
 void session_impl::fail_everything(std::error_code ec) {
   for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete(ec);
-  retries_.fail_all(ec);
+  parked_.fail_all(ec);
   watches_.fail_all(ec);
+}
+
+void session_impl::end_for_good(std::error_code why, std::string what) {
+  if (closing_ || state() == session_state::closed) return;
+  if (options_.log) options_.log(what);
+  {
+    std::lock_guard<std::mutex> guard(failure_guard_);
+    failure_ = std::move(what);
+  }
+  ended_by_ = why;
+  closing_ = true;
+  heartbeat_.stop();
+  close_handle();
+  set_state(session_state::closed);
+  fail_everything(why);
+  for (auto& waiter : std::exchange(close_waiters_, {})) waiter->complete({});
 }
 
 std::error_code session_impl::translate(int rc) const {
@@ -171,6 +244,7 @@ std::error_code session_impl::translate(int rc) const {
     case ZRUNTIMEINCONSISTENCY: return make_error_code(zk_error::connection_loss);
     // The handle is being closed: by its owner, or because the session expired.
     case ZCLOSING:
+      if (ended_by_) return ended_by_;
       if (state() == session_state::expired) return make_error_code(zk_error::session_expired);
       return make_error_code(error::session_closed);
     case ZINVALIDSTATE:
@@ -203,6 +277,7 @@ void session_impl::note_answer(int rc, clock::time_point submitted) {
 // ---------------------------------------------------------------- input
 
 std::error_code session_impl::unusable() const {
+  if (ended_by_) return ended_by_;
   if (closing_ || !zh_ || state() == session_state::closed)
     return make_error_code(error::session_closed);
   if (state() == session_state::auth_failed) return make_error_code(zk_error::auth_failed);
@@ -232,7 +307,7 @@ std::error_code session_impl::admit(std::string_view path, bool seq, std::size_t
 void session_impl::connect(completion_ptr<> done) {
   switch (state()) {
     case session_state::connected: done->complete({}); return;
-    case session_state::closed: done->complete(make_error_code(error::session_closed)); return;
+    case session_state::closed: done->complete(unusable()); return;
     case session_state::auth_failed: done->complete(make_error_code(zk_error::auth_failed)); return;
     case session_state::expired:
       if (!options_.reconnect_on_expiry) {
@@ -266,14 +341,14 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
   done->on_cancel = [this, it] { state_waiters_.erase(it); };
 }
 
-// ---------------------------------------------------------------- reads
+// ---------------------------------------------------------------- waiting for the connection
 
-void session_impl::retry_read(clock::time_point deadline, std::function<void()> resend,
-                              std::function<void(std::error_code)> fail) {
-  if (closing_) return fail(make_error_code(error::session_closed));
+void session_impl::when_connected(clock::time_point deadline, std::function<void()> resend,
+                                  std::function<void(std::error_code)> fail, std::function<bool()> abandoned) {
+  if (auto ec = unusable()) return fail(ec);
   if (clock::now() >= deadline) return fail(make_error_code(zk_error::connection_loss));
   if (connected()) return resend();
-  retries_.park(deadline, std::move(resend), std::move(fail), weak_from_this());
+  parked_.park(deadline, std::move(resend), std::move(fail), std::move(abandoned), weak_from_this());
 }
 
 // ---------------------------------------------------------------- close

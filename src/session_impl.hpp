@@ -1,10 +1,10 @@
 // The session core's implementation: the only code that talks to the C client,
 // with its parts: client_pump (drives the handle), watch_registry, heartbeat
-// and read_retries. Everything here runs on the strand.
+// and parked_requests. Everything here runs on the strand.
 //
 // Files: session_impl.cpp (the handle's lifecycle, the session's state,
 // close), session_requests.cpp (the requests), watch_registry.cpp,
-// heartbeat.cpp, read_retries.cpp; c_types.cpp converts the C client's
+// heartbeat.cpp, parked_requests.cpp; c_types.cpp converts the C client's
 // types and codes.
 #pragma once
 
@@ -23,7 +23,7 @@
 #include "c_client_scope.hpp"
 #include "client_pump.hpp"
 #include "heartbeat.hpp"
-#include "read_retries.hpp"
+#include "parked_requests.hpp"
 #include "watch_registry.hpp"
 
 namespace zkasio::detail {
@@ -69,10 +69,12 @@ class session_impl final : public session_core,
   void note_answer(int rc, clock::time_point submitted);
   // A request was handed to the C client: let it send.
   void after_submit() { pump_.flush(); }
-  // A read that failed for connection loss goes again once connected, unless
-  // its deadline passed; `fail` runs if it cannot.
-  void retry_read(clock::time_point deadline, std::function<void()> resend,
-                  std::function<void(std::error_code)> fail);
+  // `resend` once connected (at once if connected), unless `deadline` passes
+  // first (`fail` with connection_loss), the session ends (`fail` with why)
+  // or the request is `abandoned` (cancelled: dropped). For a request
+  // submitted while not connected, and a read that hit a connection loss.
+  void when_connected(clock::time_point deadline, std::function<void()> resend,
+                      std::function<void(std::error_code)> fail, std::function<bool()> abandoned);
 
  private:
   void open_handle();
@@ -81,6 +83,9 @@ class session_impl final : public session_core,
   void on_unrecoverable();
   void set_state(session_state s);
   void fail_everything(std::error_code ec);
+  // A failure ends the session for good: `why` for every operation from
+  // now on, `what` (naming the host or server) in failure() and the log.
+  void end_for_good(std::error_code why, std::string what);
   void finish_close();
   // Why the session can take no request now (closed, closing, auth failed,
   // expired for good), if it cannot.
@@ -94,6 +99,7 @@ class session_impl final : public session_core,
   zhandle_t* zh_ = nullptr;
   client_pump pump_;
   bool closing_ = false;
+  std::error_code ended_by_;  // what ended the session for good (end_for_good), if a failure did
   std::vector<completion_ptr<>> connect_waiters_;
   std::list<std::pair<session_state, completion_ptr<session_state>>> state_waiters_;
   std::vector<completion_ptr<>> close_waiters_;
@@ -102,7 +108,7 @@ class session_impl final : public session_core,
   std::vector<std::pair<std::string, std::string>> auths_;
 
   watch_registry watches_;
-  read_retries retries_;
+  parked_requests parked_;
   heartbeat heartbeat_;
   asio::steady_timer close_probe_timer_;
 };

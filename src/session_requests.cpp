@@ -1,6 +1,9 @@
 // The session's requests: each handed to the C client (requests.hpp), its
-// reply translated; reads sent again after a connection loss (within
-// read_retry_timeout), writes never; watches through the watch registry.
+// reply translated; watches through the watch registry. A request submitted
+// while no server is connected waits for the connection (no session carried
+// it, so it cannot have been applied); once sent, a read that hits a
+// connection loss goes again (within read_retry_timeout), a write never (it
+// may have been applied).
 #include "c_client_scope.hpp"
 #include "c_types.hpp"
 #include "request_size.hpp"
@@ -9,12 +12,30 @@
 
 namespace zkasio::detail {
 
+namespace {
+
+// Not connected: `done`'s request waits for the connection, bounded by its
+// cancellation and the session's end; `resend` submits it again then. True
+// if it waits.
+template <class... Values, class Resend>
+bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& done, Resend resend) {
+  if (s->connected()) return false;
+  s->when_connected(
+      session_core::clock::time_point::max(), std::move(resend),
+      [done](std::error_code ec) { done->complete(ec, Values{}...); }, [done] { return done->done(); });
+  return true;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- writes
 
 void session_impl::create(std::string path, std::string data, create_options options,
                           completion_ptr<created> done) {
   if (refused(done, admit(path, sequential(options.mode),
                           header_bytes + request_size(op::create{path, data, options}))))
+    return;
+  if (parked_until_connected(this, done, [this, path, data, options, done] { create(path, data, options, done); }))
     return;
   c_client_scope scope(&options_);
   c_acl access(options.access);
@@ -34,6 +55,7 @@ void session_impl::create(std::string path, std::string data, create_options opt
 
 void session_impl::remove(std::string path, std::int32_t version, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
+  if (parked_until_connected(this, done, [this, path, version, done] { remove(path, version, done); })) return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_adelete(
@@ -49,6 +71,8 @@ void session_impl::remove(std::string path, std::int32_t version, completion_ptr
 void session_impl::set_data(std::string path, std::string data, std::int32_t version,
                             completion_ptr<node_stat> done) {
   if (refused(done, admit(path, false, header_bytes + request_size(op::set_data{path, data, version}))))
+    return;
+  if (parked_until_connected(this, done, [this, path, data, version, done] { set_data(path, data, version, done); }))
     return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<node_stat>>(request<node_stat>{this, done}), [&](auto* r) {
@@ -137,6 +161,7 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
     const auto& path = std::visit([](const auto& x) -> const std::string& { return x.path; }, o);
     if (refused(done, admit(path, c && sequential(c->options.mode), bytes))) return;
   }
+  if (parked_until_connected(this, done, [this, ops, done] { multi(ops, done); })) return;
   auto r = std::make_unique<multi_request>();
   r->session = this;
   r->done = done;
@@ -158,12 +183,21 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
 
 namespace {
 
-// Sends a read; on connection loss it goes again within its deadline.
-// `send(session, request)` makes the zoo_a* call; the C callback calls
-// `finish_read` with its outcome.
+// Sends a read once connected; on connection loss it goes again within its
+// deadline. `send(session, request)` makes the zoo_a* call; the C callback
+// calls the request's `finish` with its outcome.
 template <class Result, class Send>
 void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
                session_core::clock::time_point deadline, Send send);
+
+// The read sent again once connected, unless its deadline passes first.
+template <class Result, class Send>
+void resend_read(session_impl* s, std::string path, completion_ptr<Result> done,
+                 session_core::clock::time_point deadline, Send send) {
+  s->when_connected(
+      deadline, [s, path, done, deadline, send] { send_read<Result>(s, path, done, deadline, send); },
+      [done](std::error_code ec) { done->complete(ec, Result{}); }, [done] { return done->done(); });
+}
 
 template <class Result, class Send>
 struct read_request : request<Result> {
@@ -173,16 +207,7 @@ struct read_request : request<Result> {
 
   // The outcome of the read: a result, or a failure that may be retried.
   void finish(int rc, Result result) && {
-    if (lost_in_transit(rc)) {
-      auto s = this->session;
-      s->retry_read(
-          deadline,
-          [s, path = std::move(path), done = this->done, deadline = deadline, send = send] {
-            send_read<Result>(s, path, done, deadline, send);
-          },
-          [done = this->done](std::error_code ec) { done->complete(ec, Result{}); });
-      return;
-    }
+    if (lost_in_transit(rc)) return resend_read<Result>(this->session, std::move(path), this->done, deadline, send);
     if (rc != ZOK) return this->fail(rc);
     this->done->complete({}, std::move(result));
   }
@@ -191,6 +216,7 @@ struct read_request : request<Result> {
 template <class Result, class Send>
 void send_read(session_impl* s, std::string path, completion_ptr<Result> done,
                session_core::clock::time_point deadline, Send send) {
+  if (!s->connected()) return resend_read<Result>(s, std::move(path), std::move(done), deadline, send);
   using req = read_request<Result, Send>;
   auto r = std::make_unique<req>();
   r->session = s;
@@ -269,6 +295,7 @@ void session_impl::get_children(std::string path, completion_ptr<children> done)
 
 void session_impl::sync(std::string path, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
+  if (parked_until_connected(this, done, [this, path, done] { sync(path, done); })) return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_async(

@@ -40,7 +40,8 @@ TEST_CASE("zkasio's own errors have a category of their own, apart from ZooKeepe
                        error::lock_lost,           error::not_held,          error::lock_busy,
                        error::lock_timeout,        error::would_deadlock,    error::invalid_lease_count,
                        error::not_fenced,          error::invalid_safety_margin, error::unexpected_reply,
-                       error::internal_error};
+                       error::internal_error,      error::not_connected,     error::unresolvable_host,
+                       error::not_zookeeper};
   std::set<std::string> messages;
   for (auto e : own) {
     std::error_code ec = e;
@@ -69,6 +70,11 @@ TEST_CASE("error conditions group errors by what the caller should do") {
   CHECK(std::error_code(zk_error::no_node) != condition::caller_fault);
   CHECK(std::error_code(error::internal_error) != condition::retryable);
   CHECK(std::error_code(error::lock_lost) != condition::session_gone);
+  // A session that can never connect is over; unreachable is not busy.
+  CHECK(std::error_code(error::unresolvable_host) == condition::session_gone);
+  CHECK(std::error_code(error::not_zookeeper) == condition::session_gone);
+  CHECK(std::error_code(error::not_connected) != std::error_code(error::lock_timeout));
+  CHECK(std::error_code(error::not_connected) != condition::retryable);
   CHECK(std::error_code(zk_error::connection_loss) != condition::session_gone);
   CHECK(std::error_condition(condition::retryable).message().find("retryable") == 0);
 }

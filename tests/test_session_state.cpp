@@ -167,10 +167,13 @@ TEST_CASE("reads are sent again after a connection loss; writes are not") {
   }());
 }
 
-TEST_CASE("a reconnection that times out: the write queued meanwhile says connection_loss") {
+TEST_CASE("a write submitted while disconnected waits for the connection, through a reconnection that times out") {
   // The proxy holds the handshake's answer, so the C client's connection
-  // attempt times out (after a third of the session timeout) and it fails the
-  // queued write with ZOPERATIONTIMEOUT: no answer, like any connection loss.
+  // attempt times out (after a third of the session timeout) and it tries
+  // again. No session carried the write meanwhile: it cannot have been
+  // applied, so it waits (before: the C client failed it with
+  // ZOPERATIONTIMEOUT, a connection_loss whose outcome the caller could not
+  // know) and is sent once connected.
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));
   asio::io_context io;
@@ -180,11 +183,17 @@ TEST_CASE("a reconnection that times out: the write queued meanwhile says connec
     proxy.hold_replies();
     proxy.drop_now();
     REQUIRE(co_await reach(s, session_state::suspended));
-    auto [write_ec, st] = co_await s.async_set_data("/data", "x", asio::experimental::as_tuple(use_awaitable));
-    CHECK(write_ec == zk_error::connection_loss);
+    std::optional<std::error_code> write_ec;
+    s.async_set_data("/data", "x", [&](std::error_code ec, node_stat) { write_ec = ec; });
+    // Connection attempts time out meanwhile: the write waits.
+    REQUIRE(co_await eventually([&] { return proxy.connections_accepted() >= 3; }, 10s));
+    CHECK_FALSE(write_ec.has_value());
     proxy.pass();
     REQUIRE(co_await reach(s, session_state::connected));
-  }());
+    REQUIRE(co_await eventually([&] { return write_ec.has_value(); }));
+    CHECK(!*write_ec);
+    CHECK((co_await s.async_get_data("/data", use_awaitable)).data == "x");
+  }(), 30s);
 }
 
 TEST_CASE("a lost create reply: the node exists although the create failed") {

@@ -63,6 +63,10 @@ enum class error : int {
   invalid_safety_margin, // a lock's safety_margin not below its session's negotiated timeout
   unexpected_reply,      // the server answered as no ZooKeeper server does (a node name the recipe did not make)
   internal_error,        // zkasio failed inside (an exception, or a broken invariant): a bug, or out of memory
+  not_connected,         // an acquire's deadline passed, or a try looked, while no ZooKeeper server was connected
+  unresolvable_host,     // no host of the connect string resolved (session::failure() names them): the session ended
+  not_zookeeper,         // a server answered the handshake as no ZooKeeper server does (session::failure() names
+                         // it): the session ended
 };
 
 const std::error_category& zookeeper_category() noexcept;

@@ -108,6 +108,15 @@ class session {
   std::uint64_t generation() const noexcept {
     return observe([](const core& c) { return c.generation(); }, std::uint64_t{0});
   }
+  // Why the session ended for good when a failure ended it, naming what
+  // failed: no host of the connect string resolved (error::unresolvable_host),
+  // or a server answered as no ZooKeeper server does (error::not_zookeeper:
+  // "127.0.0.1:8080 answered the handshake with a negotiated timeout of
+  // 540291120 ms: not a ZooKeeper server's client port?"). Empty otherwise.
+  // Its operations then fail with that error; state() is closed.
+  std::string failure() const {
+    return observe([](const core& c) { return c.failure(); }, std::string());
+  }
   // Whether async_add_auth was called: the session then has an identity
   // beyond world:anyone (in every ZooKeeper session it starts).
   bool authenticated() const noexcept {

@@ -29,8 +29,12 @@ struct session_options {
   // counts up). Without it the session stays expired and every operation fails
   // with zk_error::session_expired.
   bool reconnect_on_expiry = true;
-  // Reads (exists, get_data, get_children) that hit a connection loss are sent
-  // again after reconnecting, within this time from their start. Writes never are.
+  // A read (exists, get_data, get_children) waits for the connection within
+  // this time from its start: submitted while no server is connected, or
+  // after a connection loss (it is sent again). A write waits for the
+  // connection only until it is sent, with no time of its own (its
+  // cancellation and the session's end bound it); once sent it is never sent
+  // again: it may have been applied.
   std::chrono::milliseconds read_retry_timeout{10000};
   // The server's jute.maxbuffer: larger requests are refused before sending.
   std::size_t max_request_bytes = 0xfffff;

@@ -64,6 +64,7 @@ struct holder_and_proxied_waiter : proxied_server {
 
   // Once the waiter's session is connected: its generation.
   asio::awaitable<std::uint64_t> waiter_connected() {
+    co_await s.async_connect();  // (its reads do not wait for the connection)
     co_await s.async_exists("/");
     co_return s.generation();
   }
@@ -143,6 +144,20 @@ inline asio::awaitable<void> holder_expires(proxied_server& f, lock& held, acqui
   auto [ec] = co_await held.async_release(asio::experimental::as_tuple(asio::use_awaitable));
   CHECK(ec == error::lock_lost);
   co_await waiter.held.async_release(asio::use_awaitable);
+}
+
+// Awaits `holds()` (an asio::awaitable<bool>, asked again every 5 ms) until
+// it is true; false when `limit` passed first.
+template <class Predicate>
+asio::awaitable<bool> eventually_async(Predicate holds, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!co_await holds()) {
+    if (std::chrono::steady_clock::now() >= deadline) co_return false;
+    tick.expires_after(std::chrono::milliseconds(5));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+  co_return true;
 }
 
 // The lock nodes (of `family`) under `path`, as the server has them, in queue order.

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,12 @@ class session_core {
     return clock::time_point(clock::duration(last_contact_.load(std::memory_order_acquire)));
   }
   bool authenticated() const noexcept { return authenticated_.load(std::memory_order_acquire); }
+  // Why a failure ended the session for good (naming the host or server),
+  // or empty. Safe from any thread.
+  std::string failure() const {
+    std::lock_guard<std::mutex> guard(failure_guard_);
+    return failure_;
+  }
 
   // Operations: on the strand.
   virtual void connect(completion_ptr<> done) = 0;
@@ -83,6 +90,8 @@ class session_core {
   std::atomic<std::int64_t> timeout_ms_{0};
   std::atomic<clock::rep> last_contact_{0};
   std::atomic<bool> authenticated_{false};
+  mutable std::mutex failure_guard_;
+  std::string failure_;  // under failure_guard_
 };
 
 }  // namespace zkasio::detail
