@@ -55,11 +55,34 @@ struct listing_round;
 
 struct hold;
 
+// The lead of its lock object's local run (local_handoff), held by an
+// acquire: given to its hold once the acquire completes with the lock
+// (hand_to), else passed on to the next waiter when dropped, however the
+// acquire ends (an exception too). Empty: no lead.
+class run_lead {
+ public:
+  run_lead() = default;
+  explicit run_lead(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
+  run_lead(run_lead&& other) noexcept : m_(std::move(other.m_)) {}
+  run_lead& operator=(run_lead&& other) noexcept;
+  ~run_lead();
+  bool leads() const { return m_ != nullptr; }
+  // `held`, the acquire's lock, leads the run from now on (unless it may be
+  // lost already: then the lead goes on).
+  void hand_to(const lock& held);
+
+ private:
+  std::shared_ptr<engine_state> m_;
+};
+
 // What a contender waiting in a local run (below) is given: the lock handed
-// over in memory, or the lead (queue a node for the run).
+// over in memory, or the lead (queue a node for the run). Whatever ends the
+// waiter, neither is dropped: a lock handed over goes back when destroyed
+// (to the next waiter), and so does a lead (run_lead): a deadline that
+// fires in the tick the lead is handed over ends the wait, not the run.
 struct run_ticket {
   lock handed;
-  bool leads = false;
+  run_lead lead;
 };
 
 // A mutex's in-process handoff (lock_options::local_handoff, engine_local.cpp).
@@ -138,6 +161,10 @@ struct hold {
   std::string node;  // full path
   node_kind kind = node_kind::lock;
   std::int64_t czxid = 0;
+  // The fencing token of its grants: the node's czxid, but a downgrade's,
+  // which keeps its write grant's (its node is newer than the write node
+  // of a writer queued behind, whose grant comes after it).
+  std::int64_t token = 0;
   std::int32_t version = 0;
   std::int64_t owner_id = 0;  // the node's ephemeral owner
   std::optional<owner> who;
@@ -237,11 +264,15 @@ struct attempt {
   // sequence (a plain ephemeral create) so that no writer queued behind the
   // write lock can pass the read lock; the write node does not block it.
   std::optional<std::string> downgrade_of{};  // the write node's name
+  std::int64_t downgrade_token = 0;          // the write grant's fencing token
   std::string uuid{};
   std::string data{};  // written into the node
   // Granted only once its node is seen owned by this session (an election:
   // Curator's CURATOR-696 granted leadership on a node of an earlier session).
   bool confirm_owner = false;
+  // A try's: one look, so a lost connection ends it (ride_through) where an
+  // acquire waits for the connection. Its cleanup rides through all the same.
+  bool one_look = false;
   std::uint64_t generation = 0;  // of the session when the create was sent
   bool submitted = false;        // a create may have taken effect
   bool gone = false;             // the node is known to be gone
@@ -280,10 +311,35 @@ awaitable<std::tuple<std::error_code>> wait_here(const std::shared_ptr<engine_st
       token);
 }
 
-// `work`, or lock_timeout at the deadline. (A frame of its own: a waiter
+// Why an acquire's deadline passed: the lock was busy (lock_timeout), or
+// no server was connected then (not_connected): a program, and zklock's
+// exit status, tell "held by another" from "unreachable".
+inline std::error_code deadline_passed(const session& s) {
+  return make_error_code(s.state() == session_state::connected ? error::lock_timeout : error::not_connected);
+}
+
+// Whether the session waits for a server now (connecting, disconnected, or
+// a new session after an expiry), as opposed to connected or ended for good.
+inline bool awaiting_server(const session& s) {
+  auto state = s.state();
+  return state == session_state::connecting || state == session_state::suspended || state == session_state::expired;
+}
+
+// Before an acquire's first request: connected, or why not. A try is one
+// look: while no server is connected it fails at once (not_connected),
+// where an acquire waits for the connection (within its deadline). A
+// session ended for good says why (async_connect's error).
+inline awaitable<std::error_code> until_connected(session& s, bool try_once) {
+  if (s.state() == session_state::connected) co_return std::error_code{};
+  if (try_once && awaiting_server(s)) co_return make_error_code(error::not_connected);
+  auto [ec] = co_await s.async_connect(as_tuple(use_awaitable));
+  co_return ec;
+}
+
+// `work`, or deadline_passed at the deadline. (A frame of its own: a waiter
 // without a deadline carries no timer.)
 template <class Result>
-awaitable<Result> until(awaitable<Result> work, std::chrono::steady_clock::time_point deadline) {
+awaitable<Result> until(const session& s, awaitable<Result> work, std::chrono::steady_clock::time_point deadline) {
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
   // The timer never throws: cancelled, both branches would fail, and `||`
   // would throw neither's exception but multiple_exceptions.
@@ -291,7 +347,7 @@ awaitable<Result> until(awaitable<Result> work, std::chrono::steady_clock::time_
   if (raced.index() == 0) co_return std::move(std::get<0>(raced));
   auto [timer_ec] = std::get<1>(raced);
   Result result{};
-  std::get<0>(result) = timer_ec ? std::error_code(asio::error::operation_aborted) : make_error_code(error::lock_timeout);
+  std::get<0>(result) = timer_ec ? std::error_code(asio::error::operation_aborted) : deadline_passed(s);
   co_return result;
 }
 
@@ -331,24 +387,6 @@ std::pair<std::string, std::string> split_path(const std::string& path);
 
 // ----------------------------------------------------------- engine_local.cpp
 
-// The lead of its lock object's local run (local_handoff), held by an
-// acquire: given to its hold once the acquire completes with the lock
-// (hand_to), else passed on to the next waiter when dropped, however the
-// acquire ends (an exception too). Empty: no lead.
-class run_lead {
- public:
-  run_lead() = default;
-  explicit run_lead(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
-  run_lead(run_lead&& other) noexcept : m_(std::move(other.m_)) {}
-  run_lead& operator=(run_lead&& other) noexcept;
-  ~run_lead();
-  // `held`, the acquire's lock, leads the run from now on (unless it may be
-  // lost already: then the lead goes on).
-  void hand_to(const lock& held);
-
- private:
-  std::shared_ptr<engine_state> m_;
-};
 
 // An acquire of a lock object with local_handoff joins its run: leads it
 // when nobody does; else waits in it, in order, until handed the lock (the
@@ -362,7 +400,7 @@ awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<
 // the next waiter if the rule says so (true).
 bool hand_off(const std::shared_ptr<hold>& h);
 // The run's lead goes to its next waiter, or the run ends.
-void pass_lead(engine_state& m);
+void pass_lead(const std::shared_ptr<engine_state>& m);
 // Until cancelled: sets h->budget.other_seen once another contender's node
 // is queued behind `h`, a hold of a lock object with local_handoff (or when
 // that cannot be known).
@@ -404,21 +442,21 @@ awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> r
 // Whether an acquire that failed with `ec` queues again in the next session.
 bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::uint64_t generation);
 
-// One acquire's I/O, `work`, run under `deadline`, its failures and
+// One acquire's I/O, `work`, run under `deadline` (see until), its failures and
 // cancellation (thrown by a cancelled co_await) reported in its result; if it
 // failed, `remove()` starts the removal of its nodes in the background, and
 // after lock_busy the result waits for them (busy_after). Never throws.
 // (`remove` is called only then; `work` and `remove` may share the caller's
 // attempt.)
 template <class Remove>
-awaitable<std::tuple<std::error_code, lock>> settle(awaitable<std::tuple<std::error_code, lock>> work,
+awaitable<std::tuple<std::error_code, lock>> settle(const session& s, awaitable<std::tuple<std::error_code, lock>> work,
                                                    std::optional<std::chrono::steady_clock::time_point> deadline,
                                                    Remove remove) {
   std::tuple<std::error_code, lock> result;
   auto& ec = std::get<0>(result);
   try {
     // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-    if (deadline) result = co_await until(std::move(work), *deadline);
+    if (deadline) result = co_await until(s, std::move(work), *deadline);
     else result = co_await std::move(work);
   } catch (const std::system_error& e) {
     ec = e.code();

@@ -104,8 +104,7 @@ awaitable<std::tuple<std::error_code, lock>> queue_up(std::shared_ptr<engine_sta
                                                       attempt& a) {
   auto& s = m->s;
   auto failed = [](std::error_code ec) { return std::make_tuple(ec, lock{}); };
-  if (s.state() != session_state::connected)
-    if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
+  if (auto ec = co_await until_connected(s, try_once)) co_return failed(ec);
   auto [ec, view] = co_await create_node(m, a);
   // Set when the queue must be listed again: after this failure (retryable), if any.
   std::optional<std::error_code> relist;
@@ -161,7 +160,10 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
       case reentry::again: co_return std::make_tuple(std::error_code{}, grant_of(again.h));
       case reentry::lost: co_return std::make_tuple(make_error_code(error::lock_lost), lock{});
       case reentry::deadlock: co_return std::make_tuple(make_error_code(error::would_deadlock), lock{});
-      case reentry::downgrade: a.downgrade_of = again.h->name; break;
+      case reentry::downgrade:
+        a.downgrade_of = again.h->name;
+        a.downgrade_token = again.h->token;
+        break;
     }
   }
   run_lead lead;
@@ -171,7 +173,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engin
     lead = std::move(led);
   }
   for (;;) {
-    auto result = co_await settle(queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
+    auto result = co_await settle(state->s, queue_up(state, request.who, request.try_once, a), request.deadline, [&] {
       std::vector<attempt> attempts;
       attempts.push_back(std::move(a));
       return discard(state, std::move(attempts));

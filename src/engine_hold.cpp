@@ -18,7 +18,7 @@ void lose(hold& h, loss why) {
   if (h.lost.exchange(true)) return;
   // Its local run goes on under a node of its own, as a waiter behind a node
   // lost would (the holder is told to stop).
-  if (std::exchange(h.in_run, false)) pass_lead(*h.engine);
+  if (std::exchange(h.in_run, false)) pass_lead(h.engine);
   // A handler may release its own grant (and so edit the list) as it runs.
   std::vector<std::shared_ptr<grant>> grants;
   for (auto& weak : h.grant_list)
@@ -207,7 +207,7 @@ awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
     co_return ec;
   }(h));
   // (Its node is behind the one being deleted: it waits for that here.)
-  if (std::exchange(h->in_run, false)) pass_lead(*h->engine);
+  if (std::exchange(h->in_run, false)) pass_lead(h->engine);
   auto result = co_await deleting.wait();
   if (!result) co_return std::error_code(asio::error::operation_aborted);
   if (!*result && was_lost) co_return make_error_code(error::lock_lost);
@@ -223,6 +223,7 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   h->node = m->full(a.node.name);
   h->kind = a.kind;
   h->czxid = a.stat.czxid;
+  h->token = a.downgrade_of ? a.downgrade_token : a.stat.czxid;
   h->version = a.stat.version;
   h->owner_id = a.stat.ephemeral_owner;
   h->who = who;

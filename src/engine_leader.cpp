@@ -48,6 +48,21 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
   }
 }
 
+// Completes once `path` may exist: at once if it does, else at the next
+// change of the children of its nearest ancestor that exists (a part of the
+// path made, or any other child: the caller looks again). An observer makes
+// nothing: a path it made would carry its session's ACL, which may lock
+// other identities out of the election.
+awaitable<std::error_code> until_made(session& s, std::string path) {
+  for (auto [dir, leaf] = split_path(path);; std::tie(dir, leaf) = split_path(dir)) {
+    auto [ec, kids] = co_await s.async_get_children(dir, as_tuple(use_awaitable));
+    if (ec == zk_error::no_node && dir != "/") continue;  // (under a chroot, "/" may not exist)
+    if (ec || std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) co_return ec;
+    auto [watch_ec, event] = co_await s.async_wait_children_changed(dir, kids.stat.cversion, as_tuple(use_awaitable));
+    co_return watch_ec == zk_error::no_node ? std::error_code{} : watch_ec;
+  }
+}
+
 }  // namespace
 
 asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
@@ -63,7 +78,7 @@ asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_chang
     if (ec || !same_leader(look.who, last_seen)) co_return std::make_tuple(ec, std::move(look.who));
     std::error_code wait_ec;
     if (!look.cversion) {  // no election yet: its path is where one appears
-      wait_ec = co_await create_parents(*state, look.dir);
+      wait_ec = co_await until_made(s, look.dir);
     } else if (look.who && state->family != queue_family::race) {
       std::tie(wait_ec) = co_await s.async_wait_deleted(look.who->node, as_tuple(use_awaitable));
     } else {

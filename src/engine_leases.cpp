@@ -84,7 +84,12 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(st
   // for.
   std::vector<attempt> mine;
   for (std::size_t i = 0; i < request.count; ++i)
-    mine.push_back({.kind = node_kind::lease, .uuid = make_uuid(), .data = leases->options.data, .node = {}, .stat = {}});
+    mine.push_back({.kind = node_kind::lease,
+                    .uuid = make_uuid(),
+                    .data = leases->options.data,
+                    .one_look = request.try_once,
+                    .node = {},
+                    .stat = {}});
   std::error_code ec;
   lock guard;  // (released in the background when dropped)
   try {
@@ -95,7 +100,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(st
     // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
     guard.lost_slot().assign([watch](asio::cancellation_type) { watch->set(); });
     if (request.deadline)
-      std::tie(ec) = co_await until(take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
+      std::tie(ec) = co_await until(leases->s, take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
     else
       std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
     mutex_lost = watch->is_set();
@@ -127,12 +132,18 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
     bool mutex_lost = false;
     auto generation = leases->s.generation();
     auto result = co_await lease_attempt(leases, locks, request, mutex_lost);
-    auto ec = std::get<0>(result);
+    auto& ec = std::get<0>(result);
     // The semaphore's mutex may be lost while the acquirer waits for room
-    // (its session in trouble, maybe expiring): it held no lease, so with
-    // requeue_on_expiry it queues again as well.
-    bool mutex_gone = mutex_lost && ec == error::lock_lost && leases->options.requeue_on_expiry && !request.try_once;
-    if (!mutex_gone && !queue_again(ec, *leases, request.try_once, generation)) co_return result;
+    // (disconnected past the policy's patience, its node deleted, its
+    // session expiring): its lease nodes are deleted, and as it held no
+    // lease, nothing is lost to the caller. In the same session it queues
+    // again for the mutex, within its deadline; after an expiry, as any
+    // waiter of an expired session (requeue_on_expiry).
+    if (mutex_lost && ec == error::lock_lost && !request.try_once) {
+      if (leases->s.generation() == generation && leases->s.state() != session_state::expired) continue;
+      ec = make_error_code(zk_error::session_expired);
+    }
+    if (!queue_again(ec, *leases, request.try_once, generation)) co_return result;
   }
 }
 

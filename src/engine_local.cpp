@@ -42,7 +42,7 @@ run_lead& run_lead::operator=(run_lead&& other) noexcept {
 }
 
 run_lead::~run_lead() {
-  if (m_) pass_lead(*m_);
+  if (m_) pass_lead(m_);
 }
 
 void run_lead::hand_to(const lock& held) {
@@ -69,18 +69,19 @@ awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<
   auto joined = m->s.generation();
   auto ticket = std::make_shared<run_ticket>();
   std::tuple<std::error_code> waited;
-  if (request.deadline) waited = co_await until(wait_in_run(m, request.who, ticket), *request.deadline);
+  if (request.deadline) waited = co_await until(m->s, wait_in_run(m, request.who, ticket), *request.deadline);
   else waited = co_await wait_in_run(m, request.who, ticket);
-  // (A lock handed over as the wait failed goes back at once, to the next.)
+  // (What was handed over as the wait failed goes on at once, to the next:
+  // the ticket's lock, or its lead.)
   if (auto [ec] = waited; ec) co_return outcome(ec);
-  if (!ticket->leads) co_return outcome({}, std::move(ticket->handed));
-  run_lead lead(m);
+  if (!ticket->lead.leads()) co_return outcome({}, std::move(ticket->handed));
+  auto lead = std::move(ticket->lead);
   // Its place was behind the run's node: lost if the session it waited in
   // expired meanwhile (as a waiter's node goes with its session). Known once
   // connected again (within the deadline).
   if (m->s.state() != session_state::connected) {
     std::tuple<std::error_code> connected;
-    if (request.deadline) connected = co_await until(m->s.async_connect(as_tuple(use_awaitable)), *request.deadline);
+    if (request.deadline) connected = co_await until(m->s, m->s.async_connect(as_tuple(use_awaitable)), *request.deadline);
     else connected = co_await m->s.async_connect(as_tuple(use_awaitable));
     if (auto [ec] = connected; ec) co_return outcome(ec);
   }
@@ -89,11 +90,11 @@ awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<
   co_return outcome({}, {}, std::move(lead));
 }
 
-void pass_lead(engine_state& m) {
-  auto next = next_waiter(m.run);
-  m.run.active = next.has_value();
+void pass_lead(const std::shared_ptr<engine_state>& m) {
+  auto next = next_waiter(m->run);
+  m->run.active = next.has_value();
   if (!next) return;
-  next->ticket->leads = true;
+  next->ticket->lead = run_lead(m);
   next->done->complete({});
 }
 

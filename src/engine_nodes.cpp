@@ -107,6 +107,7 @@ attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
           .uuid = make_uuid(),
           .data = request.data.value_or(m.options.data),
           .confirm_owner = request.confirm_owner,
+          .one_look = request.try_once,
           .node = {},
           .stat = {}};
 }
@@ -182,7 +183,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
 // or being looked up) is still in the queue. It waits for the connection
 // and asks again, for as long as its deadline allows.
 bool ride_through(std::error_code ec, const session& s, const attempt& a) {
-  return ec == condition::retryable && s.generation() == a.generation;
+  return !a.one_look && ec == condition::retryable && s.generation() == a.generation;
 }
 
 // Makes `path` and its parents for attempt `a`, whose create found none.
@@ -263,6 +264,7 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m
 awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
   // No reply yet: found as after a lost reply. (The reply, if it comes, comes
   // before the lookup's listing, which shows the node then.)
+  a.one_look = false;  // (a try's cleanup waits for the connection all the same)
   if (a.node.name.empty()) {
     auto found = co_await find_lost_node(m, a, {});
     if (!found) co_return std::error_code{};  // not made, or gone already
@@ -300,7 +302,8 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     auto create_ec = reply->ec;
     a.reply.reset();  // done: a waiter need not keep it (discard reads only a reply not done)
     if (!create_ec) {
-      if (auto list_ec = std::get<0>(listed)) listed = co_await relist_when_connected(m, list_ec);
+      if (auto list_ec = std::get<0>(listed); list_ec && !a.one_look)
+        listed = co_await relist_when_connected(m, list_ec);
       co_return listed;
     }
     // No parent: create it (as a container, which the server may remove again
@@ -311,7 +314,7 @@ awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
     }
     // A connection lost (or a request timed out) before the reply: the
     // create may have been applied.
-    if (create_ec != condition::retryable) co_return listing(create_ec, nullptr);
+    if (create_ec != condition::retryable || a.one_look) co_return listing(create_ec, nullptr);
     if (auto found = co_await find_lost_node(m, a, create_ec)) co_return std::move(*found);
   }
 }

@@ -95,8 +95,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
                                                       bool try_once, attempt& a) {
   auto& s = m->s;
   auto failed = [](std::error_code ec) { return std::make_tuple(ec, lock{}); };
-  if (s.state() != session_state::connected)
-    if (auto [ec] = co_await s.async_connect(as_tuple(use_awaitable)); ec) co_return failed(ec);
+  if (auto ec = co_await until_connected(s, try_once)) co_return failed(ec);
   a.generation = s.generation();
   if (auto ec = co_await take_turn(m, a, try_once)) co_return failed(ec);
   // The id of a.generation's session (if the generation is still
@@ -134,7 +133,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
       if (auto parents_ec = co_await make_parents(m, split_path(m->path).first, a)) co_return failed(parents_ec);
       continue;
     }
-    if (ec && ec != condition::retryable) co_return failed(ec);
+    if (ec && (ec != condition::retryable || a.one_look)) co_return failed(ec);
     // The create may have taken effect (its reply lost), or took effect but
     // its reply came too late to be sure of the session (session_sure).
     auto [find_ec, mine] = co_await find_race_node_when_sure(m, a, ec);
@@ -150,6 +149,7 @@ awaitable<std::tuple<std::error_code, lock>> race_for(std::shared_ptr<engine_sta
 // create took effect (this session's node: the attempt has the session's
 // turn, which it keeps until then).
 awaitable<std::error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
+  a.one_look = false;  // (a try's cleanup waits for the connection all the same)
   auto [ec, mine] = co_await find_race_node(m, a, {});
   if (ec == zk_error::session_expired) co_return std::error_code{};  // it went with its session
   if (ec || !mine) co_return ec;
@@ -167,7 +167,7 @@ asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_s
   request.kind = node_kind::lock;  // (an election's too: one node of no queue's kind)
   auto a = fresh_attempt(*state, request);  // its node: the path itself (name "", engine_state::full)
   for (;;) {
-    auto result = co_await settle(race_for(state, request.who, request.try_once, a), request.deadline, [&] {
+    auto result = co_await settle(state->s, race_for(state, request.who, request.try_once, a), request.deadline, [&] {
       // (Without its turn the attempt was granted: the deadline's `||` dropped
       // the lock, whose release deletes the node.)
       std::vector<background<std::error_code>> removing;

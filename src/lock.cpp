@@ -48,10 +48,10 @@ const std::string& lock::node() const {
   return grant_ ? grant_->held->node : none;
 }
 
-std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->czxid : 0; }
+std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->token : 0; }
 
 lock::fence_token lock::fence() const {
-  return grant_ ? fence_token{grant_->held->czxid, grant_->local} : fence_token{};
+  return grant_ ? fence_token{grant_->held->token, grant_->local} : fence_token{};
 }
 
 bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }

@@ -188,6 +188,56 @@ TEST_CASE("the observers: nobody, then who campaigned; a change since the last l
   }
 }
 
+// An observer makes nothing (before: it made the election's path with its
+// own default ACL, creator-all and world-read once its session had
+// authenticated, and every candidate of another identity got no_auth for
+// good; the path stayed, unused).
+TEST_CASE("an authenticated observer of an election not made yet makes nothing: a candidate of another identity leads") {
+  for (auto mode : both_modes) {
+    auto mode_name = name_of(mode);
+    CAPTURE(mode_name);
+    asio::io_context io;
+    session watcher(io, test_options(shared_hosts())), candidate(io, test_options(shared_hosts()));
+    auto top = unique_path("election-observer-" + mode_name);
+    auto path = top + "/jobs/leader";
+    election observed(watcher, path, mode), campaigner(candidate, path, mode);
+    run(io, [&]() -> awaitable<void> {
+      co_await watcher.async_add_auth("digest", "observer:secret", use_awaitable);
+      std::optional<std::optional<leader>> changed;
+      test_event change(io.get_executor());
+      observed.async_leader_changed(std::nullopt, [&](std::error_code ec, std::optional<leader> who) {
+        CHECK(!ec);
+        changed = who;
+        change.count();
+      });
+      // After a round trip of the observer's session its wait is set.
+      co_await watcher.async_exists("/", use_awaitable);
+      co_await watcher.async_exists("/", use_awaitable);
+      CHECK(!(co_await candidate.async_exists(top, use_awaitable)));
+      auto [ec, leading] = co_await campaigner.async_campaign_for("open", 10s, as_tuple(use_awaitable));
+      REQUIRE_FALSE(ec);
+      REQUIRE(co_await change.wait(10s));
+      REQUIRE(*changed);
+      CHECK((**changed).node == leading.node());
+      CHECK((**changed).data == "open");
+      co_await leading.async_resign(use_awaitable);
+      // An observer cancelled before anyone campaigned leaves nothing either.
+      auto never = unique_path("election-never-" + mode_name);
+      election unused(watcher, never + "/e", mode);
+      asio::cancellation_signal cancel;
+      test_event aborted(io.get_executor());
+      unused.async_leader_changed(std::nullopt, asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, auto) {
+                                    CHECK(ec == asio::error::operation_aborted);
+                                    aborted.count();
+                                  }));
+      co_await watcher.async_exists("/", use_awaitable);
+      cancel.emit(asio::cancellation_type::terminal);
+      REQUIRE(co_await aborted.wait(10s));
+      CHECK(!(co_await candidate.async_exists(never, use_awaitable)));
+    }());
+  }
+}
+
 TEST_CASE_FIXTURE(proxied_server, "the leader's session expires: its lost signal fires and another leads within the session timeout plus one second") {
   for (auto mode : both_modes) {
     auto mode_name = name_of(mode);

@@ -408,17 +408,22 @@ TEST_CASE_FIXTURE(holder_and_operator, "with_lock: the body runs under the lock 
 
     // A body interrupted by the loss of the lock (its node deleted by an operator).
     std::error_code aborted;
+    std::string what, node;
     try {
       co_await with_lock(m, [&]() -> awaitable<void> {
         auto nodes = co_await lock_nodes(s, path);
-        co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
+        node = path + "/" + nodes.front();
+        co_await other.async_remove(node, use_awaitable);
         asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
         co_await forever.async_wait(use_awaitable);
       });
     } catch (const std::system_error& e) {
       aborted = e.code();
+      what = e.what();
     }
     CHECK(aborted == error::lock_lost);  // not a plain cancellation: the lock was lost
+    // The error names the lock node (before: "with_lock : the lock was lost").
+    CHECK(what == "with_lock " + node + ": the lock was lost");
   }());
 }
 

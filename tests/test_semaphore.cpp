@@ -177,7 +177,29 @@ TEST_CASE_FIXTURE(proxied_server, "a lease holder's session expires: its lost si
   }(), 30s);
 }
 
-TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: that acquire fails, the queue goes on") {
+// The acquirer's mutex lost while it waits for room: its lease nodes go and
+// it queues again for the mutex, within its deadline; it held no lease, so
+// nothing is lost to the caller (before: lock_lost). Never two acquirers
+// waiting for room, each counting the other's leases.
+namespace {
+
+// Once the acquirer whose mutex node was `old_guard` and whose lease was
+// `old_lease` queued again: a mutex node of another name, and two leases
+// (the holder's and its new one) but not the old.
+awaitable<bool> queued_again(session& s, std::string path, std::string old_guard, std::string old_lease) {
+  // (A closure capturing by reference: g++ 12 destroys a closure argument
+  // of a co_await twice, which its copied strings would not survive.)
+  co_return co_await eventually_async([&]() -> awaitable<bool> {
+    auto guards = co_await lock_nodes(s, path + "/locks");
+    auto leases = co_await lock_nodes(s, path + "/leases", queue_family::semaphore);
+    co_return guards.size() == 1 && guards[0] != old_guard && leases.size() == 2 &&
+        std::find(leases.begin(), leases.end(), old_lease) == leases.end();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: it queues again and is granted") {
   asio::io_context io;
   session h(io, test_options(shared_hosts())), a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
   auto path = unique_path("semaphore-guard-deleted");
@@ -190,12 +212,17 @@ TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: t
     // An operator deletes the mutex node of the acquirer waiting for room.
     auto guards = co_await lock_nodes(h, path + "/locks");
     REQUIRE(guards.size() == 1);
+    auto leases = co_await lock_nodes(h, path + "/leases", queue_family::semaphore);
+    auto its_lease = leases[0] == held.node().substr(path.size() + 8) ? leases[1] : leases[0];
     co_await h.async_remove(path + "/locks/" + guards[0], use_awaitable);
-    REQUIRE(co_await waiting.done.wait(10s));
-    CHECK(*waiting.ec == error::lock_lost);  // not two acquirers waiting for room, each counting the other
-    sb.async_acquire(next.handler());
-    CHECK(co_await settles_at(h, path + "/leases", 2, 10s, queue_family::semaphore));
+    REQUIRE(co_await queued_again(h, path, guards[0], its_lease));
+    CHECK_FALSE(waiting.done.happened());
+    sb.async_acquire(next.handler());  // behind it
     co_await held.async_release(use_awaitable);
+    REQUIRE(co_await waiting.done.wait(10s));
+    CHECK(!*waiting.ec);
+    CHECK_FALSE(next.done.happened());
+    co_await waiting.held.async_release(use_awaitable);
     REQUIRE(co_await next.done.wait(10s));
     CHECK(!*next.ec);
     co_await next.held.async_release(use_awaitable);
@@ -204,30 +231,84 @@ TEST_CASE("the semaphore's mutex node deleted while its holder waits for room: t
 }
 
 TEST_CASE_FIXTURE(holder_and_proxied_waiter,
-                  "the semaphore's mutex lost while its holder lists the leases again: that acquire fails") {
+                  "the semaphore's mutex lost while its holder lists the leases again: it queues again and is granted") {
   semaphore s_holder(holder, "/sem", 1), s_waiter(s, "/sem", 1);
   run(io, [&]() -> awaitable<void> {
     auto held = co_await s_holder.async_acquire(use_awaitable);
     acquire_outcome waiting(io);
     s_waiter.async_acquire(waiting.handler());
     REQUIRE(co_await settles_at(holder, "/sem/locks", 1));
-    auto guard = "/sem/locks/" + (co_await lock_nodes(holder, "/sem/locks")).front();
+    auto guard = (co_await lock_nodes(holder, "/sem/locks")).front();
     // It waits for room: three watches, the holder's on its lease, the
     // waiter's on its mutex node and on the leases' children.
     REQUIRE(co_await eventually([&] { return watch_count(servers.host(1)) == 3; }));
+    auto leases = co_await lock_nodes(holder, "/sem/leases", queue_family::semaphore);
+    REQUIRE(leases.size() == 2);
     // Two events reach it together: the leases changed (it lists them again),
     // then its mutex node is deleted, so the loss comes while it lists.
     proxy.hold_replies();
     co_await holder.async_create("/sem/leases/an-operators-node", "", use_awaitable);
-    co_await holder.async_remove(guard, use_awaitable);
+    co_await holder.async_remove("/sem/locks/" + guard, use_awaitable);
     REQUIRE(co_await eventually([&] { return proxy.wait_held_events(2, 0ms); }));
     proxy.pass();
-    REQUIRE(co_await waiting.done.wait(10s));
-    CHECK(*waiting.ec == error::lock_lost);
+    // It queues again: a new mutex node; its lease (the second) made anew.
+    REQUIRE(co_await eventually_async([&]() -> awaitable<bool> {
+      auto guards = co_await lock_nodes(holder, "/sem/locks");
+      co_return guards.size() == 1 && guards[0] != guard;
+    }));
     co_await holder.async_remove("/sem/leases/an-operators-node", use_awaitable);
+    CHECK_FALSE(waiting.done.happened());
     co_await held.async_release(use_awaitable);
+    REQUIRE(co_await waiting.done.wait(10s));
+    CHECK(!*waiting.ec);
+    CHECK(waiting.held.node() != "/sem/leases/" + leases[1]);
+    co_await waiting.held.async_release(use_awaitable);
     CHECK(co_await nothing_left(holder, "/sem"));
   }(), 30s);
+}
+
+// A waiter that holds no lease rides through a disconnection that its
+// session survives, under either policy, though its mutex's hold is lost
+// meanwhile (before: lock_lost, "the lock was lost", to a caller that held
+// nothing).
+TEST_CASE_FIXTURE(proxied_server, "a waiter rides through a disconnection its session survives though the semaphore's mutex may be lost meanwhile") {
+  for (auto policy : {lost_policy::on_suspend, lost_policy::before_expiry}) {
+    CAPTURE(static_cast<int>(policy));
+    auto path = unique_path("semaphore-ride-mutex");
+    session holder(io, test_options(servers.hosts(), 10s));
+    // A 6 s session whose hold may be lost 3 s after the server's last sight
+    // of it (before_expiry), or at once (on_suspend).
+    session cut(io, test_options(proxy.address(), 6s));
+    semaphore s_holder(holder, path, 1), s_waiter(cut, path, 1, {.policy = policy, .safety_margin = 3s});
+    run(io, [&]() -> awaitable<void> {
+      auto held = co_await s_holder.async_acquire(use_awaitable);
+      co_await cut.async_exists("/", use_awaitable);
+      auto generation = cut.generation();
+      acquire_outcome waiting(io);
+      s_waiter.async_acquire(waiting.handler());
+      REQUIRE(co_await settles_at(holder, path + "/leases", 2, 10s, queue_family::semaphore));
+      auto guard = (co_await lock_nodes(holder, path + "/locks")).front();
+      proxy.refuse_connections(true);
+      proxy.drop_now();
+      REQUIRE(co_await eventually([&] { return cut.state() == session_state::suspended; }));
+      // Past the policy's moment (the hold may be lost), within the session.
+      auto lost_by = cut.last_contact() + cut.negotiated_timeout() - 3s + 300ms;
+      asio::steady_timer past(io, policy == lost_policy::on_suspend ? std::chrono::steady_clock::now() : lost_by);
+      co_await past.async_wait(use_awaitable);
+      proxy.refuse_connections(false);
+      REQUIRE(co_await eventually_async([&]() -> awaitable<bool> {
+        auto guards = co_await lock_nodes(holder, path + "/locks");
+        co_return guards.size() == 1 && guards[0] != guard;
+      }));
+      CHECK_FALSE(waiting.done.happened());
+      co_await held.async_release(use_awaitable);
+      REQUIRE(co_await waiting.done.wait(10s));
+      CHECK(!*waiting.ec);
+      CHECK(cut.generation() == generation);
+      co_await waiting.held.async_release(use_awaitable);
+      CHECK(co_await nothing_left(holder, path));
+    }(), 40s);
+  }
 }
 
 TEST_CASE_FIXTURE(holder_and_proxied_waiter,

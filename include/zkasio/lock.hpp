@@ -230,7 +230,10 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // The czxid of the lock node: increases with every node granted on this
   // lock, and survives re-creation of the parent. Pass it to what the lock
   // protects. (Reentrant grants share their node's; so do the grants of a
-  // local handoff run: with lock_options::local_handoff, pass fence().)
+  // local handoff run: with lock_options::local_handoff, pass fence(). A
+  // downgraded read lock, taken by a write holder, has its write lock's:
+  // its own node is newer than those of writers queued behind the write
+  // lock, which are granted after it.)
   std::int64_t fencing_token() const;
   // The fencing token with the in-process handoff's count: (czxid, the
   // number of local handoffs on that node before this grant). Compared as a
@@ -380,10 +383,11 @@ auto with_hold(asio::awaitable<lock> acquire, Body body) -> detail::body_awaitab
     failure = std::current_exception();
   }
   std::error_code released;
+  auto where = "with_lock " + held.node();  // (the release empties `held`)
   co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
-  if (released == error::lock_lost) throw std::system_error(released, "with_lock " + held.node());
+  if (released == error::lock_lost) throw std::system_error(released, where);
   if (failure) std::rethrow_exception(failure);
-  if (released) throw std::system_error(released, "with_lock " + held.node());
+  if (released) throw std::system_error(released, where);
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
 }
 
