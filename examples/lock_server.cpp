@@ -46,13 +46,14 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg != "--hosts" && arg != "--port" && arg != "--root" && arg != "--session-timeout")
+      throw std::invalid_argument("unknown option '" + arg + "'");
     if (i + 1 >= argc) throw std::invalid_argument("missing value after " + arg);
     std::string value = argv[++i];
     if (arg == "--hosts") o.hosts = value;
     else if (arg == "--port") o.port = static_cast<unsigned short>(std::stoi(value));
     else if (arg == "--root") o.root = value;
-    else if (arg == "--session-timeout") o.session_timeout = std::chrono::milliseconds(std::stoi(value));
-    else throw std::invalid_argument("unknown option " + arg);
+    else o.session_timeout = std::chrono::milliseconds(std::stoi(value));
   }
   return o;
 }
@@ -190,9 +191,21 @@ awaitable<void> listen(tcp::acceptor& acceptor, accounts& book) {
 
 }  // namespace
 
+// Exit status: 0 once stopped by SIGINT or SIGTERM; 1 when it failed (its
+// ZooKeeper work, say a root it may not create); 2 for a usage error. Started
+// before its ZooKeeper server is ready, it waits for it (the session's
+// requests wait for the connection) and then listens.
 int main(int argc, char** argv) {
+  options o;
   try {
-    auto o = parse(argc, argv);
+    o = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "lock_server: " << e.what() << "\nusage: lock_server --hosts H --port P --root /path "
+              << "[--session-timeout MS]" << std::endl;
+    return 2;
+  }
+  int status = 0;
+  try {
     asio::io_context io;
     zkasio::session zk(io, {.hosts = o.hosts, .session_timeout = o.session_timeout});
     accounts book(zk, o.root);
@@ -212,12 +225,14 @@ int main(int argc, char** argv) {
       } catch (const std::exception& x) {
         std::cerr << "lock_server: " << x.what() << std::endl;
       }
+      status = 1;
       stop.cancel();
       shut_down();
     });
     io.run();
   } catch (const std::exception& e) {
     std::cerr << "lock_server: " << e.what() << std::endl;
-    return 2;
+    return 1;
   }
+  return status;
 }

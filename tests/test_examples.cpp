@@ -26,6 +26,7 @@
 #include "support/lock_test.hpp"
 #include "support/process.hpp"
 #include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
 using namespace zkasio;
@@ -199,6 +200,49 @@ TEST_CASE("lock_server: one of 3 servers killed halfway: every acknowledged ADD 
     unknown += t.unknown[account];
   }
   MESSAGE("ADDs whose outcome the clients could not know (in flight at the kill): ", unknown);
+}
+
+// Started before its ZooKeeper server serves sessions (as a service started
+// beside its ZooKeeper, or during a rolling restart, meets it: here every
+// connection is closed at once until the server is let through), it waits
+// and then serves (before: its first create failed with connection_loss and
+// it exited 0). A failure ends it with a status that says so.
+TEST_CASE("lock_server: started before its server is ready, it serves once the server is; a failure exits non-zero") {
+  zk_servers server;
+  tcp_proxy proxy(server.host(1));
+  proxy.refuse_connections(true);
+  int out = -1;
+  process_guard early(spawn({ZKASIO_LOCK_SERVER, "--hosts", proxy.address(), "--port", "0", "--root",
+                             unique_path("lock-server-early"), "--session-timeout", "4000"},
+                            &out));
+  REQUIRE(poll_until([&] { return proxy.connections_accepted() >= 2; }, 20s));  // tried, and was turned away
+  proxy.refuse_connections(false);
+  auto line = read_line(out, 20s);
+  ::close(out);
+  REQUIRE_MESSAGE(line.rfind("listening on ", 0) == 0, "lock_server said: ", line);
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    tcp::socket client(io);
+    co_await client.async_connect({asio::ip::make_address("127.0.0.1"),
+                                   static_cast<unsigned short>(std::stoi(line.substr(13)))},
+                                  asio::use_awaitable);
+    std::string request = "ADD early 5\n", reply;
+    co_await asio::async_write(client, asio::buffer(request), asio::use_awaitable);
+    auto n = co_await asio::async_read_until(client, asio::dynamic_buffer(reply), '\n', asio::use_awaitable);
+    CHECK(reply.substr(0, n).rfind("OK 5 ", 0) == 0);
+  }());
+  ::kill(early.pid(), SIGTERM);
+  CHECK(wait_child(early.pid(), 15s) == 0);
+
+  // A root it may not make (under an ephemeral node): it says why and exits 1.
+  auto ephemeral = unique_path("lock-server-ephemeral");
+  session s(io, test_options(server.hosts()));
+  run(io, s.async_create(ephemeral, "", create_options(create_mode::ephemeral), asio::use_awaitable));
+  process_guard failing(spawn({ZKASIO_LOCK_SERVER, "--hosts", server.hosts(), "--port", "0", "--root",
+                               ephemeral + "/under"}));
+  CHECK(wait_child(failing.pid(), 20s) == 1);
+  // A usage error: 2.
+  CHECK(wait_child(spawn({ZKASIO_LOCK_SERVER, "-v"}), 10s) == 2);
 }
 
 TEST_CASE("fencing: a holder stopped past its session's expiry wakes up, and the storage refuses its late write by its token") {

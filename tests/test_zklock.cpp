@@ -2,6 +2,7 @@
 // the command runs, the margins of a clamped session timeout, and job control
 // on a terminal.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <asio/experimental/as_tuple.hpp>
@@ -19,6 +20,7 @@
 #include <zkasio/shared_mutex.hpp>
 
 #include "support/async.hpp"
+#include "support/http_port.hpp"
 #include "support/lock_test.hpp"
 #include "support/process.hpp"
 #include "support/session_test.hpp"
@@ -38,6 +40,36 @@ std::vector<std::string> with_zklock(std::vector<std::string> args) {
 }
 
 int zklock(std::vector<std::string> args) { return wait_child(spawn(with_zklock(std::move(args))), 60s); }
+
+// zklock's exit status and all it printed (stdout, then stderr's lines as
+// they came: one pipe), within `limit` (then killed: -1).
+struct zklock_output {
+  int status = -1;
+  std::string text;
+};
+zklock_output zklock_says(std::vector<std::string> args, std::chrono::milliseconds limit = 60s) {
+  args.insert(args.begin(), {"sh", "-c", "exec \"$0\" \"$@\" 2>&1", ZKASIO_ZKLOCK});
+  int out = -1;
+  int pid = spawn(args, &out);
+  zklock_output result;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (char buffer[4096];;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd readable{out, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&readable, 1, static_cast<int>(left.count())) <= 0) break;
+    auto n = ::read(out, buffer, sizeof buffer);
+    if (n <= 0) break;
+    result.text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(out);
+  result.status = wait_child(pid, std::max<std::chrono::milliseconds>(
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now()),
+                                      0ms));
+  return result;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The command of the signal and job-control tests: it writes its pid and its
 // background sleep's first, says when it is continued, and exits 7 from its
@@ -171,7 +203,8 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
   CHECK(zklock({"--hosts", hosts, "no-slash", "--", "true"}) == 125);
   CHECK(zklock({"--hosts", hosts, path}) == 125);
   CHECK(zklock({"--hosts", hosts, "--timeout", "soon", path, "--", "true"}) == 125);
-  CHECK(zklock({"--hosts", "127.0.0.1:1", "--timeout", "1", path, "--", "true"}) == 125);
+  // No ZooKeeper server reached: 122, not the timeout's 124 ("held by another").
+  CHECK(zklock({"--hosts", "127.0.0.1:1", "--timeout", "1", path, "--", "true"}) == 122);
 
   // The lock held elsewhere: the timeout passes, or --timeout 0 tries once.
   asio::io_context io;
@@ -188,6 +221,41 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
   }());
 }
 
+TEST_CASE("zklock as a command-line tool: --help, usage errors, and what it says when no ZooKeeper answers") {
+  // --help and -h: the usage on stdout, with the exit statuses; status 0.
+  for (auto help : {"--help", "-h"}) {
+    auto said = zklock_says({help});
+    CHECK(said.status == 0);
+    CHECK(said.text.rfind("usage: zklock", 0) == 0);
+    CHECK(contains(said.text, "122 no ZooKeeper server could be"));
+    CHECK(contains(said.text, "124 the\nlock was held by another"));
+    CHECK(contains(said.text, "0: one look once connected"));
+  }
+  // A usage error: one line and where to look (before: the whole text).
+  auto bogus = zklock_says({"--bogus"});
+  CHECK(bogus.status == 125);
+  CHECK(bogus.text == "zklock: unknown option '--bogus'\ntry 'zklock --help'\n");
+  auto path = unique_path("zklock-cli");
+  // Nothing listens: within the connect timeout, saying with -v what it
+  // waits for and since when (before: silent, for ever).
+  auto nothing = zklock_says({"--hosts", "127.0.0.1:1", "--connect-timeout", "2.5", "-v", path, "--", "true"});
+  CHECK(nothing.status == 122);
+  CHECK(contains(nothing.text, "waiting for a ZooKeeper server at 127.0.0.1:1 (connecting) for 2 s"));
+  CHECK(contains(nothing.text, "no ZooKeeper server at 127.0.0.1:1 answered within"));
+  // --timeout 0 is bounded by the connect timeout too.
+  CHECK(zklock_says({"--hosts", "127.0.0.1:1", "--connect-timeout", "0.5", "--timeout", "0", path, "--", "true"})
+            .status == 122);
+  // A host that does not resolve, a port that is not ZooKeeper's: named.
+  auto unresolvable = zklock_says({"--hosts", "no-such-host.invalid:2181", path, "--", "true"});
+  CHECK(unresolvable.status == 122);
+  CHECK(contains(unresolvable.text, "'no-such-host.invalid'"));
+  http_port http;
+  auto not_zookeeper = zklock_says({"--hosts", http.address(), "-v", path, "--", "true"});
+  CHECK(not_zookeeper.status == 122);
+  CHECK(contains(not_zookeeper.text, http.address() + " answered the handshake as no ZooKeeper server does"));
+  CHECK_FALSE(contains(not_zookeeper.text, "connected, session timeout"));
+}
+
 TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the plain lock is another lock") {
   auto path = unique_path("zklock-rw");
   auto hosts = shared_hosts();
@@ -199,8 +267,15 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
   CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--write", path, "--", "true"}) == 124);
   CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--write", path, "--", "true"}) == 124);
   CHECK(zklock({"--hosts", hosts, "--read", "--write", path, "--", "true"}) == 125);
-  // A mutex on the same path is another recipe's lock: not excluded.
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", path, "--", "true"}) == 0);
+  // A mutex on the same path is another recipe's lock, which it would not
+  // exclude: refused, naming the other kind's node; run with --allow-mixed.
+  auto mixed = zklock_says({"--hosts", hosts, "--timeout", "0", path, "--", "true"});
+  CHECK(mixed.status == 125);
+  CHECK(contains(mixed.text, "holds a read/write lock's node _c_"));
+  CHECK(contains(mixed.text, "--allow-mixed"));
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--allow-mixed", path, "--", "true"}) == 0);
+  // And a semaphore's layout on a plain lock's path.
+  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 125);
   run(io, [&]() -> asio::awaitable<void> {
     co_await reading.async_release(asio::use_awaitable);
     auto writing = co_await rw.async_lock(asio::use_awaitable);

@@ -1,18 +1,23 @@
 // zklock: like flock(1), for a ZooKeeper lock (zkasio::mutex, Curator-compatible).
 //
-//   zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write | --semaphore N]
-//          [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND ARGS...
+//   zklock [--hosts H] [--timeout S] [--connect-timeout S] [--session-timeout MS]
+//          [--read | --write | --semaphore N] [--allow-mixed] [--policy on_suspend|before_expiry]
+//          [--owner TEXT] [-v] /lock/path -- COMMAND ARGS...
 //
 // --read and --write take a zkasio::shared_mutex's read or write lock instead
 // (Curator's InterProcessReadWriteLock layout): readers share, writers
 // exclude everyone. --semaphore N takes one of N leases of a
 // zkasio::semaphore (Curator's InterProcessSemaphoreV2 layout): at most N
 // such commands run at once. The kinds of lock on one path do not exclude
-// each other: a path is one of them, never several.
+// each other: a path is one of them, never several, and zklock refuses a
+// path that holds another kind's nodes (--allow-mixed goes on all the same).
 //
 // Acquires the lock, runs the command in its own process group, releases when
 // it exits. Exit status: the command's own; 128+N when it died of signal N;
-// 124 the timeout passed before the grant; 125 zklock's own failure; 126 the
+// 122 no ZooKeeper server could be reached (none answered within the connect
+// timeout, the host did not resolve, the port is not ZooKeeper's, or the
+// timeout passed while disconnected); 124 the lock was held by another until
+// the timeout passed; 125 zklock's own failure (a usage error too); 126 the
 // command cannot be run; 127 not found; 123 the lock was lost (or may have
 // been, under the policy) while the command ran: the command's process group
 // got SIGTERM, then SIGKILL, timed from the session timeout the server
@@ -72,6 +77,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
@@ -86,7 +92,11 @@ using asio::experimental::as_tuple;
 using namespace asio::experimental::awaitable_operators;
 using clock_type = std::chrono::steady_clock;
 
-constexpr int lock_lost_status = 123, timed_out_status = 124, failure_status = 125,
+clock_type::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+}
+
+constexpr int unreachable_status = 122, lock_lost_status = 123, timed_out_status = 124, failure_status = 125,
               cannot_run_status = 126, not_found_status = 127;
 
 // Passed on to the command's process group. All but WINCH (whose default is
@@ -95,18 +105,38 @@ constexpr std::array passed_signals{SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH};
 
 const char* usage =
-    "usage: zklock [--hosts H] [--timeout S] [--session-timeout MS] [--read | --write | --semaphore N]\n"
-    "              [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND "
-    "ARGS...\n"
+    "usage: zklock [--hosts H] [--timeout S] [--connect-timeout S] [--session-timeout MS]\n"
+    "              [--read | --write | --semaphore N] [--allow-mixed]\n"
+    "              [--policy on_suspend|before_expiry] [--owner TEXT] [-v] /lock/path -- COMMAND ARGS...\n"
     "Runs COMMAND, in its own process group, while holding the ZooKeeper lock /lock/path.\n"
-    "--read / --write: a read/write lock's read (shared) or write lock instead; --semaphore N:\n"
-    "one of N leases (at most N commands at once). A path is one kind of lock: the kinds do\n"
-    "not exclude each other.\n"
+    "\n"
+    "  --hosts H             the ensemble, host:port[,host:port...][/chroot] (default $ZKASIO_HOSTS,\n"
+    "                        else 127.0.0.1:2181)\n"
+    "  --timeout S           give up after S seconds without the lock (default: wait for ever);\n"
+    "                        0: one look once connected, the lock taken only if free at once\n"
+    "  --connect-timeout S   give up when no ZooKeeper server answered within S seconds of the\n"
+    "                        start (default 10; also bounds --timeout 0)\n"
+    "  --session-timeout MS  the ZooKeeper session timeout to ask for (default 10000)\n"
+    "  --read, --write       a read/write lock's read (shared) or write lock instead\n"
+    "  --semaphore N         one of N leases instead: at most N commands at once\n"
+    "  --allow-mixed         go on though the path holds another kind's nodes (the kinds do not\n"
+    "                        exclude each other: a path is one kind)\n"
+    "  --policy P            when the lock counts as lost while disconnected: on_suspend (at\n"
+    "                        once) or before_expiry (default: just before the session could expire)\n"
+    "  --owner TEXT          written into the lock node (default host:pid)\n"
+    "  -v                    say what zklock does and waits for, on stderr\n"
+    "  -h, --help            this text\n"
+    "\n"
     "TERM INT HUP QUIT USR1 USR2 ALRM PIPE WINCH are passed to the command. In the\n"
     "terminal's foreground the command gets the terminal. When the command stops,\n"
     "zklock's job stops too; continued, zklock confirms the lock before continuing it.\n"
-    "Exit: the command's status; 128+N signal N; 123 lock lost; 124 timeout;\n"
-    "125 zklock failed; 126 cannot run; 127 not found.\n";
+    "The command finds the lock's fencing token in $ZKLOCK_FENCING_TOKEN.\n"
+    "\n"
+    "Exit status: the command's; 128+N it died of signal N; 122 no ZooKeeper server could be\n"
+    "reached (none answered, the host did not resolve, not a ZooKeeper port, or disconnected\n"
+    "at the timeout); 123 the lock was lost while the command ran (it was stopped); 124 the\n"
+    "lock was held by another until the timeout; 125 zklock failed (a usage error too);\n"
+    "126 the command cannot be run; 127 the command was not found.\n";
 
 // Which lock: the mutex, a shared_mutex's read or write lock, or a lease.
 enum class lock_mode { mutex, read, write, lease };
@@ -116,7 +146,9 @@ struct options {
   std::size_t leases = 0;  // with lock_mode::lease
   std::string hosts;
   std::optional<double> timeout;  // seconds, from start
+  double connect_timeout = 10;    // seconds, from start
   std::chrono::milliseconds session_timeout{10000};
+  bool allow_mixed = false;
   zkasio::lost_policy policy = zkasio::lost_policy::before_expiry;
   std::string owner;
   bool verbose = false;
@@ -125,8 +157,16 @@ struct options {
 };
 
 [[noreturn]] void fail(const std::string& what) {
-  std::cerr << "zklock: " << what << '\n' << usage;
+  std::cerr << "zklock: " << what << "\ntry 'zklock --help'\n";
   std::exit(failure_status);
+}
+
+// Seconds >= 0 from an option's value, or a usage error naming the option.
+double seconds_of(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !(seconds >= 0)) fail(option + " must be seconds >= 0, not '" + text + "'");
+  return seconds;
 }
 
 options parse(int argc, char** argv) {
@@ -148,12 +188,15 @@ options parse(int argc, char** argv) {
       break;
     } else if (arg == "--hosts") {
       o.hosts = value();
+    } else if (arg == "-h" || arg == "--help") {
+      std::cout << usage;
+      std::exit(0);
     } else if (arg == "--timeout") {
-      auto text = value();
-      char* end = nullptr;
-      double seconds = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end || seconds < 0) fail("--timeout must be seconds >= 0, not '" + text + "'");
-      o.timeout = seconds;
+      o.timeout = seconds_of(arg, value());
+    } else if (arg == "--connect-timeout") {
+      o.connect_timeout = seconds_of(arg, value());
+    } else if (arg == "--allow-mixed") {
+      o.allow_mixed = true;
     } else if (arg == "--session-timeout") {
       auto text = value();
       char* end = nullptr;
@@ -321,19 +364,29 @@ class runner {
     signals.start();
     std::optional<clock_type::time_point> deadline;
     if (o_.timeout)
-      deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(*o_.timeout));
+      deadline = start + to_duration(*o_.timeout);
 
-    // Connect, within the timeout (or one session timeout for --timeout 0 and none).
+    // Connect, within the connect timeout (and the timeout, when not 0),
+    // saying with -v what it waits for.
     say("connecting to " + o_.hosts);
-    auto connect_by = deadline && *o_.timeout > 0 ? *deadline : start + o_.session_timeout;
-    if (!o_.timeout) connect_by = clock_type::time_point::max();
-    asio::steady_timer connect_limit(io, connect_by);
-    auto connected = co_await (s.async_connect(as_tuple(use_awaitable)) ||
-                               connect_limit.async_wait(as_tuple(use_awaitable)) || signals.wait());
-    if (auto ending = signals.pop()) co_return 128 + *ending;
-    if (connected.index() != 0 || std::get<0>(std::get<0>(connected))) {
-      std::cerr << "zklock: ZooKeeper unreachable at " << o_.hosts << '\n';
-      co_return failure_status;
+    auto connect_by = start + to_duration(o_.connect_timeout);
+    if (deadline && *o_.timeout > 0) connect_by = std::min(connect_by, *deadline);
+    for (;;) {
+      asio::steady_timer tick(io, std::min(connect_by, clock_type::now() + std::chrono::seconds(2)));
+      auto connected = co_await (s.async_connect(as_tuple(use_awaitable)) ||
+                                 tick.async_wait(as_tuple(use_awaitable)) || signals.wait());
+      if (auto ending = signals.pop()) co_return 128 + *ending;
+      if (connected.index() == 0) {
+        if (auto [ec] = std::get<0>(connected); ec) co_return unreachable(s, ec);
+        break;
+      }
+      auto waited = std::chrono::duration<double>(clock_type::now() - start).count();
+      if (clock_type::now() >= connect_by) {
+        std::cerr << "zklock: no ZooKeeper server at " << o_.hosts << " answered within " << waited << " s\n";
+        co_return unreachable_status;
+      }
+      say("waiting for a ZooKeeper server at " + o_.hosts + " (" + zkasio::to_string(s.state()) + ") for " +
+          std::to_string(static_cast<int>(waited)) + " s");
     }
     // Every margin follows the timeout the server granted, which may be
     // shorter than the one asked for.
@@ -350,6 +403,12 @@ class runner {
     zkasio::shared_mutex rw(s, o_.path, lock_options);
     zkasio::semaphore leases(s, o_.path, std::max<std::size_t>(o_.leases, 1), lock_options);
 
+    if (!o_.allow_mixed)
+      if (auto other = co_await other_kind(s); !other.empty()) {
+        std::cerr << "zklock: " << o_.path << " holds " << other << ", which " << kind_name(o_.mode)
+                  << " does not exclude: use the same kind, or --allow-mixed\n";
+        co_return failure_status;
+      }
     say("acquiring " + o_.path);
     std::error_code ec;
     zkasio::lock held;
@@ -384,9 +443,10 @@ class runner {
       co_return 128 + *ending;
     }
     if (ec == zkasio::error::lock_timeout || ec == zkasio::error::lock_busy) {
-      say("not granted before the timeout");
+      say("not granted before the timeout: held by another");
       co_return timed_out_status;
     }
+    if (ec == zkasio::error::not_connected || ec == zkasio::condition::session_gone) co_return unreachable(s, ec);
     if (ec) {
       std::cerr << "zklock: cannot acquire " << o_.path << ": " << ec.message() << '\n';
       co_return failure_status;
@@ -398,6 +458,55 @@ class runner {
     int status = co_await run_command(io, s, held, signals);
     co_await release(io, held);
     co_return status;
+  }
+
+  // The session could not reach a ZooKeeper server (`ec`): says why, naming
+  // the host or server when a failure ended the session.
+  int unreachable(const zkasio::session& s, std::error_code ec) const {
+    auto why = s.failure();
+    std::cerr << "zklock: cannot reach ZooKeeper at " << o_.hosts << ": " << (why.empty() ? ec.message() : why)
+              << '\n';
+    return ec == zkasio::error::not_connected || ec == zkasio::error::unresolvable_host ||
+                   ec == zkasio::error::not_zookeeper
+               ? unreachable_status
+               : failure_status;
+  }
+
+  static const char* kind_name(lock_mode mode) {
+    switch (mode) {
+      case lock_mode::mutex: return "a plain lock";
+      case lock_mode::read:
+      case lock_mode::write: return "a read/write lock";
+      case lock_mode::lease: return "a semaphore";
+    }
+    return "";
+  }
+
+  // Another kind of lock's nodes under the path, described; empty if none
+  // (or the path does not exist yet). A semaphore keeps its nodes under
+  // `locks` and `leases`; the locks keep theirs under the path.
+  awaitable<std::string> other_kind(zkasio::session& s) const {
+    auto [ec, kids] = co_await s.async_get_children(o_.path, as_tuple(use_awaitable));
+    if (ec) co_return std::string();
+    for (auto& name : kids.names) {
+      if (name == "locks" || name == "leases") {
+        if (o_.mode != lock_mode::lease) co_return "a semaphore's '" + name + "'";
+        continue;
+      }
+      auto node = zkasio::detail::parse_lock_node(name);
+      if (!node) continue;
+      bool rw = node->kind == zkasio::detail::node_kind::read || node->kind == zkasio::detail::node_kind::write;
+      bool same = rw ? (o_.mode == lock_mode::read || o_.mode == lock_mode::write)
+                     : node->kind == zkasio::detail::node_kind::lock && o_.mode == lock_mode::mutex;
+      if (same) continue;
+      switch (node->kind) {
+        case zkasio::detail::node_kind::lock: co_return "a plain lock's node " + name;
+        case zkasio::detail::node_kind::latch: co_return "an election's node " + name;
+        case zkasio::detail::node_kind::lease: co_return "a semaphore's lease " + name;
+        default: co_return "a read/write lock's node " + name;
+      }
+    }
+    co_return std::string();
   }
 
   // Bounded: with the server gone, the session (and the node) ends anyway.
