@@ -35,9 +35,10 @@ constexpr timeval retry_after_failure{0, 100'000};
 }  // namespace
 
 client_pump::client_pump(const strand_type& strand, const session_options* options,
-                         std::function<void()> on_unrecoverable)
+                         std::function<void()> on_unrecoverable, std::function<void()> on_disconnected)
     : options_(options),
       on_unrecoverable_(std::move(on_unrecoverable)),
+      on_disconnected_(std::move(on_disconnected)),
       socket_(strand),
       timer_(strand) {}
 
@@ -50,6 +51,7 @@ void client_pump::attach(zhandle_t* zh, std::shared_ptr<void> keep_alive) {
 void client_pump::detach() {
   watch_socket(-1);
   checked_while_connected_ = false;
+  was_connected_ = false;
   timer_.cancel();
   timer_armed_ = false;
   zh_ = nullptr;
@@ -115,6 +117,7 @@ void client_pump::pump(bool process_replies) {
       arm(0, retry_after_failure);
       break;
     }
+    look_at_connection();
     // A new socket only comes while the client is not connected (its
     // handshake not yet answered): while it stays connected on the same
     // descriptor number, no fstat is needed to know the socket is the same.
@@ -130,6 +133,8 @@ void client_pump::pump(bool process_replies) {
     if (int events = fd_ >= 0 ? ready_now(fd_, interest) : 0) {
       zookeeper_process(zh_, events);
       if (!zh_) break;  // detached from a callback
+      look_at_connection();
+      if (!zh_) break;
       poke_again_ = true;
     }
   } while (poke_again_ && ++rounds < max_rounds);
@@ -137,6 +142,12 @@ void client_pump::pump(bool process_replies) {
   if (poke_again_ && zh_) {
     asio::post(timer_.get_executor(), [this, keep = keep_alive_.lock()] { poke(); });
   }
+}
+
+void client_pump::look_at_connection() {
+  int state = zoo_state(zh_);
+  bool connected = state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE;
+  if (std::exchange(was_connected_, connected) && !connected) on_disconnected_();
 }
 
 void client_pump::wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed) {

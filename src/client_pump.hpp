@@ -26,9 +26,13 @@ class client_pump {
   using strand_type = asio::strand<asio::any_io_executor>;
 
   // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
-  // (expired or authentication failed).
+  // (expired or authentication failed); `on_disconnected` when the handle is
+  // seen to have left its connection. (The C client says that by a session
+  // event queued for the next zookeeper_process that gets through: while
+  // every reconnection fails inside zookeeper_process, as when a server
+  // accepts and at once closes connections, it never comes.)
   client_pump(const strand_type& strand, const session_options* options,
-              std::function<void()> on_unrecoverable);
+              std::function<void()> on_unrecoverable, std::function<void()> on_disconnected);
 
   // Drives `zh` from now on. `keep_alive` (the owner) is held by every
   // pending wait, and only by them.
@@ -55,11 +59,16 @@ class client_pump {
   void pump(bool process_replies);
   void arm(int interest, const timeval& tv);
   void wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed);
+  // Calls on_disconnected_ when the handle has left its connection since the
+  // last look.
+  void look_at_connection();
 
   zhandle_t* zh_ = nullptr;
   const session_options* options_;
   std::weak_ptr<void> keep_alive_;  // the owner; held strongly only by pending waits
   std::function<void()> on_unrecoverable_;
+  std::function<void()> on_disconnected_;
+  bool was_connected_ = false;  // the handle was connected at the last look
   asio::posix::stream_descriptor socket_;
   asio::steady_timer timer_;
   int fd_ = -1;  // the C client's descriptor, watched (socket_ holds our duplicate of it)

@@ -74,7 +74,7 @@ std::shared_ptr<session_core> session_core::make(const asio::any_io_executor& ex
 session_impl::session_impl(const asio::any_io_executor& executor, session_options options)
     : session_core(executor),
       options_(std::move(options)),
-      pump_(strand_, &options_, [this] { on_unrecoverable(); }),
+      pump_(strand_, &options_, [this] { on_unrecoverable(); }, [this] { on_disconnected(); }),
       watches_(*this),
       parked_(strand_),
       heartbeat_(*this, strand_),
@@ -157,9 +157,13 @@ void session_impl::on_session_event(int state) {
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
     // Not from inside the C client: the handle may be closed and replaced.
     asio::post(strand_, [self = shared_from_this()] { self->on_unrecoverable(); });
-  } else if (this->state() == session_state::connected) {
-    set_state(session_state::suspended);
+  } else {
+    on_disconnected();
   }
+}
+
+void session_impl::on_disconnected() {
+  if (state() == session_state::connected) set_state(session_state::suspended);
 }
 
 void session_impl::on_unrecoverable() {

@@ -81,6 +81,8 @@ class session_impl final : public session_core,
   void close_handle();
   void on_session_event(int state);
   void on_unrecoverable();
+  // The connection is gone (the session may live on): suspended.
+  void on_disconnected();
   void set_state(session_state s);
   void fail_everything(std::error_code ec);
   // A failure ends the session for good: `why` for every operation from

@@ -196,6 +196,33 @@ TEST_CASE("a write submitted while disconnected waits for the connection, throug
   }(), 30s);
 }
 
+// A write sent into a connection the server closed a moment before, with
+// every reconnection closed at once after (a server starting up, or turning
+// clients away): the C client says the connection is gone by a session event
+// that it delivers only from a zookeeper_process that gets through, and
+// every reconnection fails inside one. The session is suspended all the same
+// (before: it said connected for as long as the reconnections failed, and
+// on_suspend's lost signal waited with it).
+TEST_CASE("a connection lost while every reconnection is closed at once: the session is suspended at once") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  for (int i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    session s(io, test_options(proxy.address(), 6s));
+    run(io, [&]() -> awaitable<void> {
+      co_await s.async_connect(use_awaitable);
+      proxy.refuse_connections(true);
+      proxy.drop_now();
+      std::this_thread::sleep_for(5ms);  // closed before the write goes out
+      s.async_set_data("/", "", [](std::error_code, node_stat) {});
+      CHECK(co_await reach(s, session_state::suspended, 3s));
+      proxy.refuse_connections(false);
+      CHECK(co_await reach(s, session_state::connected));
+    }(), 30s);
+  }
+}
+
 TEST_CASE("a lost create reply: the node exists although the create failed") {
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));
