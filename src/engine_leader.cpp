@@ -48,6 +48,21 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
   }
 }
 
+// True as soon as `dir` has the child `leaf` (or is gone); else waits until
+// cancelled (false). Sent just after a children watch's request on `dir`
+// (`||` starts its left operand first, and the session sends requests in
+// the order they reach it): not there then, it is made after the watch was
+// set, which fires. (The watch's own check, by cversion, misses a child
+// made before it was set when the cversion did not move, as the root's did
+// here.)
+awaitable<bool> has_child(session& s, std::string dir, std::string leaf) {
+  auto [ec, kids] = co_await s.async_get_children(dir, as_tuple(use_awaitable));
+  if (ec || std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) co_return true;
+  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
+  co_return false;
+}
+
 // Completes once `path` may exist: at once if it does, else at the next
 // change of the children of its nearest ancestor that exists (a part of the
 // path made, or any other child: the caller looks again). An observer makes
@@ -58,7 +73,10 @@ awaitable<std::error_code> until_made(session& s, std::string path) {
     auto [ec, kids] = co_await s.async_get_children(dir, as_tuple(use_awaitable));
     if (ec == zk_error::no_node && dir != "/") continue;  // (under a chroot, "/" may not exist)
     if (ec || std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) co_return ec;
-    auto [watch_ec, event] = co_await s.async_wait_children_changed(dir, kids.stat.cversion, as_tuple(use_awaitable));
+    auto woken = co_await (s.async_wait_children_changed(dir, kids.stat.cversion, as_tuple(use_awaitable)) ||
+                           has_child(s, dir, leaf));
+    if (woken.index() == 1) co_return std::error_code{};
+    auto [watch_ec, event] = std::get<0>(woken);
     co_return watch_ec == zk_error::no_node ? std::error_code{} : watch_ec;
   }
 }

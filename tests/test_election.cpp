@@ -238,6 +238,32 @@ TEST_CASE("an authenticated observer of an election not made yet makes nothing: 
   }
 }
 
+// The observer waits for the path on its nearest existing ancestor's
+// children, the root here: a path made just before that watch was set is
+// seen by a listing sent after it (the root's cversion, which the watch
+// compares, did not show the change). Before, the first of these observers
+// after the server's start slept until another child of the root came.
+TEST_CASE("an observer waiting for an election's path wakes when a candidate makes it, every time") {
+  for (int i = 0; i < 20; ++i) {
+    CAPTURE(i);
+    asio::io_context io;
+    session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+    auto path = unique_path("election-appears");
+    election observer(a, path), candidate(b, path);
+    run(io, [&]() -> awaitable<void> {
+      std::optional<std::optional<leader>> seen;
+      observer.async_leader_changed(std::nullopt, [&](std::error_code ec, std::optional<leader> who) {
+        CHECK(!ec);
+        seen = who;
+      });
+      auto leading = co_await candidate.async_campaign("first", use_awaitable);
+      REQUIRE(co_await eventually([&] { return seen.has_value(); }, 10s));
+      CHECK((*seen && (**seen).node == leading.node()));
+      co_await leading.async_resign(use_awaitable);
+    }(), 30s);
+  }
+}
+
 TEST_CASE_FIXTURE(proxied_server, "the leader's session expires: its lost signal fires and another leads within the session timeout plus one second") {
   for (auto mode : both_modes) {
     auto mode_name = name_of(mode);
