@@ -75,7 +75,9 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
 TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
   asio::io_context io;
   objects_over_sessions<mutex> mutexes(io, "mutex-exclusion", 8);
-  constexpr int contenders = 200, rounds = 200;
+  // 10,000 grants: the chaos suite and the benchmark go on for longer; a
+  // test's work stays bounded (under a sanitizer on a loaded machine too).
+  constexpr int contenders = 200, rounds = 50;
   int holding = 0, overlaps = 0, grants = 0;
   std::vector<std::int64_t> tokens;
   auto contender = [&](mutex& m) -> awaitable<void> {
@@ -88,7 +90,7 @@ TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
       co_await l.async_release(use_awaitable);
     }
   };
-  CHECK(run_coroutines(io, contenders, [&](int i) { return contender(mutexes[i]); }, 600s) == 0);
+  CHECK(run_coroutines(io, contenders, [&](int i) { return contender(mutexes[i]); }, 200s) == 0);
   CHECK(overlaps == 0);
   CHECK(grants == contenders * rounds);
   // Fencing tokens grow with every grant.

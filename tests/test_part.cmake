@@ -1,0 +1,20 @@
+# Runs part PART of PARTS of the doctest executable BINARY's test cases: those
+# passing the filters in ARGS, in doctest's order (by file and line), cut into
+# PARTS contiguous shares of about equal count. (zkasio_test's PARTS: one
+# ctest entry's work bounded, the parts run side by side.)
+execute_process(COMMAND ${BINARY} --count ${ARGS} OUTPUT_VARIABLE counted RESULT_VARIABLE status)
+if(NOT status EQUAL 0 OR NOT counted MATCHES "passing the current filters: ([0-9]+)")
+  message(FATAL_ERROR "${BINARY} --count ${ARGS} failed (${status}):\n${counted}")
+endif()
+set(count ${CMAKE_MATCH_1})
+math(EXPR first "${count} * (${PART} - 1) / ${PARTS} + 1")
+math(EXPR last "${count} * ${PART} / ${PARTS}")
+if(last LESS first)
+  message(STATUS "part ${PART} of ${PARTS}: no test case (${count} in all)")
+  return()
+endif()
+message(STATUS "part ${PART} of ${PARTS}: test cases ${first} to ${last} of ${count}")
+execute_process(COMMAND ${BINARY} --first=${first} --last=${last} ${ARGS} RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${BINARY} --first=${first} --last=${last} ${ARGS}: exit status ${status}")
+endif()
