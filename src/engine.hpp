@@ -8,7 +8,9 @@
 //   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
-//   engine_fair.cpp     the fair queue's acquire (mutex, shared_mutex, election)
+//   recipes/fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election,
+//                               a semaphore's lease nodes) as a state machine without I/O
+//   recipes/acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
 //   engine_leases.cpp   the semaphore's leases
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
@@ -353,8 +355,10 @@ awaitable<Result> until(const session& s, awaitable<Result> work, std::chrono::s
 
 // ----------------------------------------------------------- engine_nodes.cpp
 
-// A listing of the lock's children, shared with the contenders that ask
-// before it is sent; after every request submitted so far.
+// The listing of the lock's children that the contenders asking now share,
+// sent after every request submitted so far (its `ready` set once answered).
+std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>& m);
+// The same, awaited.
 awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
 // After a request failed with `ec` (retryable; or none yet): once it may be
 // asked again (connected; after a busy answer, a pause first).
@@ -378,24 +382,12 @@ bool ride_through(std::error_code ec, const session& s, const attempt& a);
 awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a);
 // Deletes a failed or cancelled attempt's node if its create took effect.
 awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a);
-// After a request failed with `ec`: lists again once it may.
-awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::error_code ec);
-// Creates the attempt's node and lists the queue in one round trip.
-awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a);
 // The path's parent and the node's name in it.
 std::pair<std::string, std::string> split_path(const std::string& path);
 
 // ----------------------------------------------------------- engine_local.cpp
 
 
-// An acquire of a lock object with local_handoff joins its run: leads it
-// when nobody does; else waits in it, in order, until handed the lock (the
-// lock) or the lead (no error, no lock). A try fails with lock_busy while
-// someone leads; the wait ends at the deadline (lock_timeout) or when
-// cancelled; a waiter given the lead after the session it waited in expired
-// lost its place (session_expired), unless it queues again (requeue_on_expiry).
-awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<engine_state> m,
-                                                               acquire_request request);
 // The release of the last grant of `h`, which leads a run: hands the lock to
 // the next waiter if the rule says so (true).
 bool hand_off(const std::shared_ptr<hold>& h);

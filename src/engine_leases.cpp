@@ -1,5 +1,6 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
 #include "engine.hpp"
+#include "recipes/acquire_runner.hpp"
 
 namespace zkasio::detail {
 
@@ -60,8 +61,7 @@ awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state>
                                                    std::size_t max, bool try_once,
                                                    std::shared_ptr<guard_watch> guard) {
   for (auto& a : mine) {
-    auto [ec, listed] = co_await create_node(m, a);
-    if (ride_through(ec, m->s, a) && !a.node.name.empty()) ec = {};  // wait_for_room lists again
+    auto [ec] = co_await async_create_node(m, a, as_tuple(use_awaitable));
     if (!ec && a.generation != mine.front().generation) ec = make_error_code(zk_error::session_expired);
     if (ec) co_return std::make_tuple(ec);
   }

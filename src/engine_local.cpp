@@ -7,19 +7,6 @@ namespace zkasio::detail {
 
 namespace {
 
-// Waits in the engine's local run until given its ticket. Not a coroutine
-// (see wait_here).
-awaitable<std::tuple<std::error_code>> wait_in_run(const std::shared_ptr<engine_state>& m, std::optional<owner> who,
-                                                   std::shared_ptr<run_ticket> ticket) {
-  return wait_here(m, [&engine = *m, who = std::move(who), ticket = std::move(ticket)](completion_ptr<> done) mutable {
-    // A cancelled waiter leaves the line at once (the line may be long).
-    done->on_cancel = [&waiting = engine.run.waiting, raw = done.get()] {
-      std::erase_if(waiting, [&](const local_run::waiter& w) { return w.done.get() == raw; });
-    };
-    engine.run.waiting.push_back({std::move(done), std::move(who), std::move(ticket)});
-  });
-}
-
 // The next waiter, taken out of the line. (A cancelled one leaves it at once:
 // none is skipped but as a safeguard.)
 std::optional<local_run::waiter> next_waiter(local_run& run) {
@@ -53,41 +40,6 @@ void run_lead::hand_to(const lock& held) {
       m_.reset();
       return;
     }
-}
-
-awaitable<std::tuple<std::error_code, lock, run_lead>> join_run(std::shared_ptr<engine_state> m,
-                                                               acquire_request request) {
-  using result = std::tuple<std::error_code, lock, run_lead>;
-  auto outcome = [](std::error_code ec, lock handed = {}, run_lead lead = {}) {
-    return result(ec, std::move(handed), std::move(lead));
-  };
-  if (!m->run.active) {
-    m->run.active = true;
-    co_return outcome({}, {}, run_lead(m));
-  }
-  if (request.try_once) co_return outcome(make_error_code(error::lock_busy));
-  auto joined = m->s.generation();
-  auto ticket = std::make_shared<run_ticket>();
-  std::tuple<std::error_code> waited;
-  if (request.deadline) waited = co_await until(m->s, wait_in_run(m, request.who, ticket), *request.deadline);
-  else waited = co_await wait_in_run(m, request.who, ticket);
-  // (What was handed over as the wait failed goes on at once, to the next:
-  // the ticket's lock, or its lead.)
-  if (auto [ec] = waited; ec) co_return outcome(ec);
-  if (!ticket->lead.leads()) co_return outcome({}, std::move(ticket->handed));
-  auto lead = std::move(ticket->lead);
-  // Its place was behind the run's node: lost if the session it waited in
-  // expired meanwhile (as a waiter's node goes with its session). Known once
-  // connected again (within the deadline).
-  if (m->s.state() != session_state::connected) {
-    std::tuple<std::error_code> connected;
-    if (request.deadline) connected = co_await until(m->s, m->s.async_connect(as_tuple(use_awaitable)), *request.deadline);
-    else connected = co_await m->s.async_connect(as_tuple(use_awaitable));
-    if (auto [ec] = connected; ec) co_return outcome(ec);
-  }
-  auto expired = make_error_code(zk_error::session_expired);
-  if (m->s.generation() != joined && !queue_again(expired, *m, false, joined)) co_return outcome(expired);
-  co_return outcome({}, {}, std::move(lead));
 }
 
 void pass_lead(const std::shared_ptr<engine_state>& m) {

@@ -30,20 +30,25 @@ void send_next_listing(const std::shared_ptr<engine_state>& m) {
 
 // A listing sent after every request submitted so far (a session's requests
 // run in order): contenders that ask before it goes out share it. At most
-// one is in flight per mutex object; those who ask meanwhile share the next,
+// one is in flight per lock object; those who ask meanwhile share the next,
 // sent when its reply is in: after a cut, thousands of contenders whose
 // replies trickle in would otherwise each send one, and thousands of
 // listings of thousands of names are gigabytes.
 //
-// Relies on the order of replies: see send_create.
-awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
-    std::shared_ptr<engine_state> m) {
+// Relies on the order of replies: see send_create (src/recipes/acquire_runner.cpp).
+std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>& m) {
   auto round = m->next_listing;
   if (!round) {
     round = m->next_listing = std::make_shared<listing_round>(m->strand);
     // Posted: the creates of every contender that runs before it go out first.
     if (!m->listing_in_flight) asio::post(m->strand, [m] { send_next_listing(m); });
   }
+  return round;
+}
+
+awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
+    std::shared_ptr<engine_state> m) {
+  auto round = next_listing(m);
   co_await round->ready.async_wait(as_tuple(use_awaitable));
   if (!round->ready.is_set())
     co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
@@ -133,50 +138,6 @@ awaitable<std::error_code> create_parents(engine_state& m, const std::string& pa
     if (slash == std::string::npos) co_return std::error_code{};
   }
 }
-
-namespace {
-
-// Sends the create of `a`'s node. Its completion adopts the node (known_nodes)
-// before the completion of any listing sent after it runs, so that listing's
-// view counts the node as known. That order holds because (1) the session
-// submits requests in the order they reach its strand, and the listing is
-// submitted after the create (fresh_listing); (2) a session's replies come in
-// the order of its requests and the C client completes them in that order
-// (session_impl); (3) each completion is posted, never run inline, to the
-// handler's executor (completion.hpp); (4) both handlers are bound to this
-// mutex's strand, which runs what is posted to it in order. test_session's
-// "completions of one session run in the order of its requests" breaks if
-// any of these changes.
-std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
-  auto reply = a.reply = std::make_shared<create_reply>();
-  auto name = lock_node_prefix(a.uuid, a.kind);
-  create_options mode(create_mode::ephemeral_sequential, node_acl(*m));
-  if (a.downgrade_of) {
-    auto write = lock_name(node_kind::write);
-    name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
-    mode.mode = create_mode::ephemeral;
-  }
-  m->s.async_create(m->full(name), a.data, mode,
-                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
-                                                     beside = std::string(exempt(a))](std::error_code ec,
-                                                                                      created made) {
-                       reply->done = true;
-                       reply->ec = ec;
-                       if (ec) return;
-                       auto name = std::string_view(made.path).substr(m->path.size() + 1);
-                       reply->stat = made.stat;
-                       if (auto node = parse_lock_node(name)) {
-                         reply->node = std::move(*node);
-                         if (!reply->abandoned) m->known->add(reply->node, owner, beside);
-                       } else {  // the server named it as no server does: delete it by name
-                         reply->node.name = std::string(name);
-                         reply->ec = make_error_code(error::unexpected_reply);
-                       }
-                     }));
-  return reply;
-}
-
-}  // namespace
 
 // Whether a failure is one the acquire rides through: the connection was
 // lost or the server was busy, and the session lives on, so its node (made,
@@ -273,50 +234,6 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, 
   }
   if (a.gone) co_return std::error_code{};
   co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
-}
-
-// After a request of the acquire failed with `ec`: lists again once it may
-// (until_retry).
-awaitable<listing> relist_when_connected(std::shared_ptr<engine_state> m, std::error_code ec) {
-  if (auto connect_ec = co_await until_retry(m, ec)) co_return listing(connect_ec, nullptr);
-  co_return co_await fresh_listing(m);
-}
-
-// Creates this attempt's node and lists the queue in one round trip; after a
-// lost create reply finds the node by its uuid (and only in this session).
-awaitable<listing> create_node(std::shared_ptr<engine_state> m, attempt& a) {
-  auto& s = m->s;
-  for (int parents_made = 0;;) {
-    a.generation = s.generation();
-    a.submitted = true;
-    auto reply = send_create(m, a);
-    auto listed = co_await fresh_listing(m);
-    if (!reply->done) {  // cancelled, or the listing refused at once: the caller deletes by uuid
-      // (A listing answered before the create: the order that send_create
-      // relies on broke.)
-      if (!std::get<0>(listed)) std::get<0>(listed) = make_error_code(error::internal_error);
-      co_return listed;
-    }
-    a.node = std::move(reply->node);
-    a.stat = reply->stat;
-    auto create_ec = reply->ec;
-    a.reply.reset();  // done: a waiter need not keep it (discard reads only a reply not done)
-    if (!create_ec) {
-      if (auto list_ec = std::get<0>(listed); list_ec && !a.one_look)
-        listed = co_await relist_when_connected(m, list_ec);
-      co_return listed;
-    }
-    // No parent: create it (as a container, which the server may remove again
-    // once empty, so more than once, but not for ever).
-    if (create_ec == zk_error::no_node && parents_made++ < 3) {
-      if (auto ec = co_await make_parents(m, m->path, a)) co_return listing(ec, nullptr);
-      continue;
-    }
-    // A connection lost (or a request timed out) before the reply: the
-    // create may have been applied.
-    if (create_ec != condition::retryable || a.one_look) co_return listing(create_ec, nullptr);
-    if (auto found = co_await find_lost_node(m, a, create_ec)) co_return std::move(*found);
-  }
 }
 
 // The path's parent and the node's name in it.

@@ -109,17 +109,11 @@ class election {
   }
 
  private:
-  static asio::awaitable<std::tuple<std::error_code, leadership>> as_leadership(
-      asio::awaitable<std::tuple<std::error_code, lock>> work) {
-    auto [ec, held] = co_await std::move(work);
-    co_return std::make_tuple(ec, leadership(std::move(held)));
-  }
   template <class Token>
   auto campaign(detail::acquire_request request, Token&& token) {
     request.kind = detail::node_kind::latch;
     request.confirm_owner = true;
-    return detail::spawn_on<std::tuple<std::error_code, leadership>>(
-        get_executor(), as_leadership(detail::contend(state_, std::move(request))), std::forward<Token>(token));
+    return detail::async_acquire_as<leadership>(state_, std::move(request), std::forward<Token>(token));
   }
 
   std::shared_ptr<detail::engine_state> state_;

@@ -25,7 +25,9 @@
 #include <string_view>
 #include <system_error>
 #include <tuple>
+#include <type_traits>
 #include <vector>
+#include <zkasio/detail/completion.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/lock.hpp>
 
@@ -53,8 +55,10 @@ struct acquire_request {
   std::optional<std::string> data = std::nullopt;  // written into the node; else the options' data
   bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
-asio::awaitable<std::tuple<std::error_code, lock>> acquire(std::shared_ptr<engine_state> engine,
-                                                         acquire_request request);
+// Starts the acquire; `done` completes with the lock or why not. The fair
+// recipes run as a state machine (src/recipes/fair_acquire.hpp) driven by
+// its runner; the race recipes as race() below.
+void start_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, completion_ptr<lock> done);
 // n leases of a semaphore at once (Curator's InterProcessSemaphoreV2): its
 // mutex `locks` taken (so one acquirer at a time waits for room), a lease
 // node created under `leases` for each, granted once the leases' children are
@@ -96,18 +100,44 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
 // Curator's revocation: "__REVOKE__" written into the contender's node.
 asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> engine, std::string node);
 
-// The engine's recipe's acquire: race() on a race engine, else acquire().
-inline asio::awaitable<std::tuple<std::error_code, lock>> contend(const std::shared_ptr<engine_state>& engine,
-                                                                  acquire_request request) {
-  return family_of(*engine) == queue_family::race ? race(engine, std::move(request))
-                                                  : acquire(engine, std::move(request));
-}
+// A lock's completion that completes `outer` with a T made of the lock (an
+// election's leadership); `outer`'s cancellation cancels it.
+template <class T>
+class completion_as final : public completion<lock> {
+ public:
+  explicit completion_as(completion_ptr<T> outer) : outer_(std::move(outer)) {}
 
-// The same as asynchronous operations on the engine's strand (spawn_on).
+ private:
+  void deliver(std::error_code ec, lock held) override { outer_->complete(ec, T(std::move(held))); }
+  completion_ptr<T> outer_;
+};
+
+// The acquire as an asynchronous operation, completing with a T made of the
+// lock (a lock, or an election's leadership): terminal and partial
+// cancellation complete it at once with operation_aborted (its node goes in
+// the background); total is not honoured (it has effects).
+template <class T, class Token>
+auto async_acquire_as(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
+  return asio::async_initiate<Token, void(std::error_code, T)>(
+      [](auto handler, std::shared_ptr<engine_state> engine, acquire_request request) {
+        auto strand = strand_of(*engine);
+        auto outer = make_completion<T>(std::move(handler), strand, strand, write_cancellation);
+        completion_ptr<lock> done;
+        if constexpr (std::is_same_v<T, lock>) {
+          done = std::move(outer);
+        } else {
+          done = std::make_shared<completion_as<T>>(outer);
+          outer->on_cancel = [weak = std::weak_ptr<completion<lock>>(done)] {
+            if (auto inner = weak.lock()) inner->cancel();
+          };
+        }
+        start_acquire(engine, std::move(request), std::move(done));
+      },
+      token, engine, std::move(request));
+}
 template <class Token>
 auto async_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
-  return spawn_on<std::tuple<std::error_code, lock>>(strand_of(*engine), contend(engine, std::move(request)),
-                                                     std::forward<Token>(token));
+  return async_acquire_as<lock>(engine, std::move(request), std::forward<Token>(token));
 }
 template <class Token>
 auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,

@@ -1,0 +1,457 @@
+#include "acquire_runner.hpp"
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "fair_acquire.hpp"
+
+namespace zkasio::detail {
+
+namespace {
+
+// The session and the known nodes, as fair_acquire asks of them.
+class engine_world final : public acquire_world {
+ public:
+  explicit engine_world(engine_state& m) : m_(m) {}
+  std::uint64_t generation() const override { return m_.s.generation(); }
+  std::int64_t session_id() const override { return m_.s.id(); }
+  bool connected() const override { return m_.s.state() == session_state::connected; }
+  bool awaiting_server() const override { return detail::awaiting_server(m_.s); }
+  bool sure() const override { return session_sure(m_); }
+  std::error_code never_sure() const override { return detail::never_sure(m_); }
+  bool here(std::string_view name, std::uint64_t generation) const override {
+    return m_.known->owned_by(name, m_.session_in(generation));
+  }
+  below_result below(const lock_node& mine, std::string_view exempt) override {
+    auto found = m_.known->below(mine, exempt);
+    switch (found.what) {
+      case known_nodes::below_result::first: return {};
+      case known_nodes::below_result::relist: return {below_result::relist, {}};
+      case known_nodes::below_result::node: break;
+    }
+    return {below_result::node, std::move(found.name)};
+  }
+  void gone(std::string_view name) override { m_.known->gone(name); }
+  void add(const lock_node& node, std::uint64_t generation, std::string_view beside) override {
+    m_.known->add(node, m_.session_in(generation), beside);
+  }
+  std::shared_ptr<const queue_view> view(std::vector<lock_node> prefix) const override {
+    return std::make_shared<const queue_view>(m_.known->view(std::move(prefix)));
+  }
+
+ private:
+  engine_state& m_;
+};
+
+// Sends the create of `a`'s node. Its completion adopts the node (known_nodes)
+// before the completion of any listing sent after it runs, so that listing's
+// view counts the node as known. That order holds because (1) the session
+// submits requests in the order they reach its strand, and the listing is
+// submitted after the create (next_listing); (2) a session's replies come in
+// the order of its requests and the C client completes them in that order
+// (session_impl), a request submitted while no server is connected waiting
+// in that order too (parked_requests); (3) each completion is posted, never
+// run inline, to the handler's executor (completion.hpp); (4) both handlers
+// are bound to this lock object's strand, which runs what is posted to it in
+// order. test_session's "completions of one session run in the order of its
+// requests" breaks if any of these changes.
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
+  auto reply = a.reply = std::make_shared<create_reply>();
+  auto name = lock_node_prefix(a.uuid, a.kind);
+  create_options mode(create_mode::ephemeral_sequential, node_acl(*m));
+  if (a.downgrade_of) {
+    auto write = lock_name(node_kind::write);
+    name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
+    mode.mode = create_mode::ephemeral;
+  }
+  m->s.async_create(m->full(name), a.data, mode,
+                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
+                                                     beside = std::string(exempt(a))](std::error_code ec,
+                                                                                      created made) {
+                       reply->done = true;
+                       reply->ec = ec;
+                       if (ec) return;
+                       auto name = std::string_view(made.path).substr(m->path.size() + 1);
+                       reply->stat = made.stat;
+                       if (auto node = parse_lock_node(name)) {
+                         reply->node = std::move(*node);
+                         if (!reply->abandoned) m->known->add(reply->node, owner, beside);
+                       } else {  // the server named it as no server does: delete it by name
+                         reply->node.name = std::string(name);
+                         reply->ec = make_error_code(error::unexpected_reply);
+                       }
+                     }));
+  return reply;
+}
+
+bool busy_answer(std::error_code ec) { return ec == zk_error::throttled_op || ec == zk_error::session_moved; }
+
+// Runs one fair_acquire after another on the session: what acquire_op and
+// node_op share. Carries each action out, with the reply bound to the
+// strand and to the `pending_` signal (stop() cancels it), and feeds it back
+// in; a reply of an earlier attempt (stopped) is dropped.
+class contender_run : public std::enable_shared_from_this<contender_run> {
+ public:
+  explicit contender_run(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
+  virtual ~contender_run() = default;
+
+ protected:
+  // Starts a new attempt of `a` (its uuid fresh, its state empty).
+  void run(attempt& a) {
+    a_ = &a;
+    fsm_.emplace(fair_acquire::contender{.kind = a.kind,
+                                         .uuid = a.uuid,
+                                         .downgrade_of = a.downgrade_of,
+                                         .confirm_owner = a.confirm_owner,
+                                         .one_look = a.one_look,
+                                         .create_only = create_only()});
+    ++attempt_;
+    engine_world world(*m_);
+    act(fsm_->start(world));
+  }
+  // Ends the attempt where it stands: its pending request cancelled, a
+  // create's reply still to come not adopted (the attempt's removal finds
+  // its node), later replies dropped.
+  void stop() {
+    if (!fsm_ || fsm_->finished()) return;
+    note_node();  // (for its removal)
+    fsm_->abort();
+    ++attempt_;
+    if (a_ && a_->reply && !a_->reply->done) a_->reply->abandoned = true;
+    pending_.emit(asio::cancellation_type::terminal);
+  }
+  // The attempt ended: with grant{} (its node is `a`'s now) or fail{ec}.
+  virtual void ended(const fair_acquire::action& end) = 0;
+  virtual bool create_only() const { return false; }
+
+  std::shared_ptr<engine_state> m_;
+  attempt* a_ = nullptr;  // the attempt being run: the derived object's own, or its caller's
+  std::optional<fair_acquire> fsm_;
+
+ private:
+  // A handler of this attempt: on the strand, cancelled by stop(), calling
+  // f(values...) unless the attempt is over.
+  template <class F>
+  auto on_strand(F f) {
+    return asio::bind_cancellation_slot(
+        pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = attempt_,
+                                                          f = std::move(f)](auto&&... values) mutable {
+          if (at == self->attempt_) f(*self, std::forward<decltype(values)>(values)...);
+        }));
+  }
+  // A reply's handler: fed back in as make_event(values...).
+  template <class MakeEvent>
+  auto reply(MakeEvent make_event) {
+    return on_strand([make_event = std::move(make_event)](contender_run& self, auto&&... values) mutable {
+      self.resume(make_event(std::forward<decltype(values)>(values)...));
+    });
+  }
+
+  void resume(fair_acquire::event e) {
+    engine_world world(*m_);
+    act(fsm_->resume(std::move(e), world));
+  }
+
+  // Copies what the machine knows of its node into the attempt (for the
+  // hold, or the removal).
+  void note_node() {
+    a_->generation = fsm_->generation();
+    a_->submitted = fsm_->submitted();
+    a_->gone = fsm_->node_gone();
+    a_->node = fsm_->node();
+    a_->stat = fsm_->stat();
+  }
+
+  void act(fair_acquire::action next) {
+    using fa = fair_acquire;
+    if (auto* c = std::get_if<fa::connect>(&next)) return connect(c->after);
+    if (std::holds_alternative<fa::create_and_list>(next)) return create_and_list();
+    if (std::holds_alternative<fa::list>(next)) return list();
+    if (std::holds_alternative<fa::sync>(next))
+      return m_->s.async_sync(m_->path, reply([](std::error_code ec) -> fa::event { return fa::synced{ec}; }));
+    if (auto* l = std::get_if<fa::look_up>(&next))
+      return m_->s.async_exists(m_->full(l->name), reply([](std::error_code ec, std::optional<node_stat> st) -> fa::event {
+                                  return fa::looked_up{ec, st};
+                                }));
+    if (std::holds_alternative<fa::make_parents>(next)) {
+      // (Parents are shared containers: nothing to undo when stopped.)
+      return asio::co_spawn(m_->strand, create_parents(*m_, m_->path),
+                            reply([](std::exception_ptr e, std::error_code ec) -> fa::event {
+                              return fa::parents_made{e ? code_of(e) : ec};
+                            }));
+    }
+    if (auto* w = std::get_if<fa::wait_gone>(&next)) return wait_gone(w->name, w->here);
+    note_node();
+    ended(next);
+  }
+
+  // Once it may ask again: connected, after a pause when the server said it
+  // was busy (see busy_backoff.hpp).
+  void connect(std::error_code after) {
+    auto connected = [](std::error_code ec) -> fair_acquire::event { return fair_acquire::connected{ec}; };
+    if (!busy_answer(after)) return m_->s.async_connect(reply(connected));
+    auto pause = std::make_shared<asio::steady_timer>(m_->strand, m_->busy.next(std::chrono::steady_clock::now()));
+    pause->async_wait(on_strand([pause, connected](contender_run& self, std::error_code ec) {
+      if (ec) return self.resume(fair_acquire::connected{ec});
+      self.m_->s.async_connect(self.reply(connected));
+    }));
+  }
+
+  void create_and_list() {
+    a_->generation = fsm_->generation();
+    a_->submitted = true;
+    auto created = send_create(m_, *a_);
+    listen(next_listing(m_), [created](std::error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
+      return fair_acquire::created_and_listed{
+          created->done, created->ec, created->node, created->stat, ec, std::move(view)};
+    });
+  }
+
+  void list() {
+    listen(next_listing(m_), [](std::error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
+      return fair_acquire::listed{ec, std::move(view)};
+    });
+  }
+
+  // Waits for `round`'s reply, then feeds make_event(its error, its view) in.
+  template <class MakeEvent>
+  void listen(std::shared_ptr<listing_round> round, MakeEvent make_event) {
+    // (Cancelled: the attempt is over, and the reply dropped.)
+    round->ready.async_wait(reply([round, make_event](std::error_code) { return make_event(round->ec, round->view); }));
+  }
+
+  // Waits for `name` to go: in this process when it is a node of the same
+  // session (known_nodes), else with a watch on the server.
+  void wait_gone(const std::string& name, bool here) {
+    auto gone = [](std::error_code ec) -> fair_acquire::event { return fair_acquire::gone{ec}; };
+    if (!here) return m_->s.async_wait_deleted(m_->full(name), reply(gone));
+    m_->known->wait_gone(name, m_->strand, make_completion<>(reply(gone), m_->strand, m_->strand, read_cancellation));
+  }
+
+  asio::cancellation_signal pending_;  // the pending request's
+  std::uint32_t attempt_ = 0;          // counts attempts, and stops: replies of another are dropped
+};
+
+// One acquire of a fair queue (start_acquire), from the caller's operation
+// to its completion `done_`.
+class acquire_op final : public contender_run {
+ public:
+  acquire_op(std::shared_ptr<engine_state> m, acquire_request request, completion_ptr<lock> done)
+      : contender_run(std::move(m)), request_(std::move(request)), done_(std::move(done)) {}
+
+  // On the strand.
+  void begin() {
+    if (done_->done()) return;  // cancelled before it ran: nothing made
+    // The caller's cancellation (terminal, partial) has completed the
+    // operation (operation_aborted) when this runs; what is left goes.
+    done_->on_cancel = [weak = weak()] {
+      if (auto self = weak.lock()) self->abort(asio::error::operation_aborted);
+    };
+    if (request_.deadline) {
+      deadline_ = std::make_unique<asio::steady_timer>(m_->strand, *request_.deadline);
+      deadline_->async_wait([weak = weak()](std::error_code ec) {
+        auto self = weak.lock();
+        if (!ec && self) self->abort(deadline_passed(self->m_->s));
+      });
+    }
+    a_template_ = fresh_attempt(*m_, request_);
+    if (request_.who) {
+      // (Queueing behind its own node would wait for ever.)
+      auto again = reentry_of(*m_, *request_.who, request_.kind);
+      switch (again.what) {
+        case reentry::none: break;
+        case reentry::again: return complete({}, grant_of(again.h));
+        case reentry::lost: return complete(make_error_code(error::lock_lost));
+        case reentry::deadlock: return complete(make_error_code(error::would_deadlock));
+        case reentry::downgrade:
+          a_template_.downgrade_of = again.h->name;
+          a_template_.downgrade_token = again.h->token;
+          break;
+      }
+    }
+    if (m_->options.local_handoff) return join_run();
+    attempt_again();
+  }
+
+ private:
+  std::weak_ptr<acquire_op> weak() { return std::static_pointer_cast<acquire_op>(shared_from_this()); }
+
+  void attempt_again() {
+    attempt_ = a_template_;
+    attempt_.uuid = make_uuid();
+    run(attempt_);
+  }
+
+  void ended(const fair_acquire::action& end) override {
+    if (std::holds_alternative<fair_acquire::grant>(end)) {
+      auto held = granted(m_, attempt_, request_.who);
+      lead_.hand_to(held);
+      return complete({}, std::move(held));
+    }
+    auto ec = std::get<fair_acquire::fail>(end).ec;
+    auto removing = discard(m_, {attempt_});
+    if (ec == error::lock_busy) return complete_after(std::move(removing), ec);
+    // After an expiry, with requeue_on_expiry: as a new attempt, in the
+    // session that follows, within the same deadline.
+    if (!attempt_.downgrade_of && queue_again(ec, *m_, request_.try_once, attempt_.generation)) return attempt_again();
+    complete(ec);
+  }
+
+  // The deadline, or the caller's cancellation: the attempt stops where it
+  // stands, its node goes in the background.
+  void abort(std::error_code ec) {
+    if (finished_) return;
+    if (auto wait = run_wait_.lock()) wait->cancel();  // leaves the local run's line
+    ticket_.reset();  // (a lock or the lead handed over meanwhile goes on)
+    bool running = fsm_ && !fsm_->finished();
+    stop();
+    if (running) discard(m_, {attempt_});
+    complete(ec);
+  }
+
+  // After lock_busy (a try), the nodes are gone by the time it reports
+  // (operation_aborted if cancelled meanwhile: they go on).
+  void complete_after(std::vector<background<std::error_code>> removing, std::error_code ec) {
+    finished_ = true;
+    asio::co_spawn(
+        m_->strand,
+        [](std::vector<background<std::error_code>> removing, std::error_code ec) -> awaitable<std::error_code> {
+          for (auto& r : removing)
+            if (!co_await r.wait()) co_return std::error_code(asio::error::operation_aborted);
+          co_return ec;
+        }(std::move(removing), ec),
+        [self = shared_from_this()](std::exception_ptr e, std::error_code ec) {
+          static_cast<acquire_op&>(*self).settle(e ? code_of(e) : ec, {});
+        });
+  }
+
+  void complete(std::error_code ec, lock held = {}) {
+    if (finished_) return;
+    finished_ = true;
+    settle(ec, std::move(held));
+  }
+
+  void settle(std::error_code ec, lock held) {
+    if (deadline_) deadline_->cancel();
+    lead_ = {};  // (not given to a hold: it goes on)
+    done_->complete(ec, std::move(held));
+  }
+
+  // A lock object with local_handoff: the acquire leads its run when nobody
+  // does; else waits in it, in order, until handed the lock or the lead (see
+  // local_run in engine.hpp). A try fails with lock_busy while someone
+  // leads.
+  void join_run() {
+    if (!m_->run.active) {
+      m_->run.active = true;
+      lead_ = run_lead(m_);
+      return attempt_again();
+    }
+    if (request_.try_once) return complete(make_error_code(error::lock_busy));
+    joined_ = m_->s.generation();
+    ticket_ = std::make_shared<run_ticket>();
+    // (The line holds the wait, and the wait this acquire.)
+    auto wait = make_completion<>(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code) {
+                                    static_cast<acquire_op&>(*self).handed();
+                                  }),
+                                  m_->strand, m_->strand, read_cancellation);
+    // A waiter that leaves, leaves the line at once (the line may be long).
+    wait->on_cancel = [&waiting = m_->run.waiting, raw = wait.get()] {
+      std::erase_if(waiting, [&](const local_run::waiter& w) { return w.done.get() == raw; });
+    };
+    run_wait_ = wait;
+    m_->run.waiting.push_back({std::move(wait), request_.who, ticket_});
+  }
+
+  // Handed the lock, or the lead, by the run. (Ended meanwhile: what it was
+  // handed went on with the ticket.)
+  void handed() {
+    if (finished_ || !ticket_) return;
+    auto ticket = std::exchange(ticket_, nullptr);
+    if (!ticket->lead.leads()) return complete({}, std::move(ticket->handed));
+    lead_ = std::move(ticket->lead);
+    // Its place was behind the run's node: lost if the session it waited
+    // in expired meanwhile (as a waiter's node goes with its session). Known
+    // once connected again (within the deadline).
+    if (m_->s.state() == session_state::connected) return lead_taken({});
+    m_->s.async_connect(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
+      auto& op = static_cast<acquire_op&>(*self);
+      if (!op.finished_) op.lead_taken(ec);
+    }));
+  }
+
+  void lead_taken(std::error_code ec) {
+    if (ec) return complete(ec);
+    auto expired = make_error_code(zk_error::session_expired);
+    if (m_->s.generation() != joined_ && !queue_again(expired, *m_, false, joined_)) return complete(expired);
+    attempt_again();
+  }
+
+  acquire_request request_;
+  completion_ptr<lock> done_;
+  attempt a_template_{};  // what every attempt starts from
+  attempt attempt_{};     // the one being run
+  std::unique_ptr<asio::steady_timer> deadline_;
+  run_lead lead_;                        // of the local run, while this acquire leads it
+  std::shared_ptr<run_ticket> ticket_;   // while waiting in the local run
+  std::weak_ptr<completion<>> run_wait_;  // that wait
+  std::uint64_t joined_ = 0;             // the session's generation when it joined the run
+  bool finished_ = false;
+};
+
+// Creates a lease node (async_create_node) for its caller's attempt.
+class node_op final : public contender_run {
+ public:
+  node_op(std::shared_ptr<engine_state> m, attempt& a, completion_ptr<> done)
+      : contender_run(std::move(m)), caller_(&a), done_(std::move(done)) {}
+
+  void begin() {
+    if (done_->done()) return;
+    done_->on_cancel = [weak = std::weak_ptr<contender_run>(shared_from_this())] {
+      if (auto self = weak.lock()) static_cast<node_op&>(*self).stop();
+    };
+    run(*caller_);
+  }
+
+ private:
+  bool create_only() const override { return true; }
+  void ended(const fair_acquire::action& end) override {
+    auto* fail = std::get_if<fair_acquire::fail>(&end);
+    done_->complete(fail ? fail->ec : std::error_code{});
+  }
+
+  attempt* caller_;
+  completion_ptr<> done_;
+};
+
+}  // namespace
+
+void start_create_node(const std::shared_ptr<engine_state>& m, attempt& a, completion_ptr<> done) {
+  auto op = std::make_shared<node_op>(m, a, std::move(done));
+  asio::dispatch(m->strand, [op] { op->begin(); });
+}
+
+void start_acquire(const std::shared_ptr<engine_state>& m, acquire_request request, completion_ptr<lock> done) {
+  if (m->family != queue_family::race) {
+    auto op = std::make_shared<acquire_op>(m, std::move(request), std::move(done));
+    return asio::dispatch(m->strand, [op] { op->begin(); });
+  }
+  // The race recipes' coroutine (engine_race.cpp), stopped by the caller's
+  // cancellation.
+  asio::dispatch(m->strand, [m, request = std::move(request), done = std::move(done)]() mutable {
+    if (done->done()) return;
+    auto stop = std::make_shared<asio::cancellation_signal>();
+    done->on_cancel = [stop] { stop->emit(asio::cancellation_type::terminal); };
+    asio::co_spawn(m->strand, race(m, std::move(request)),
+                   asio::bind_cancellation_slot(stop->slot(), [done, stop](std::exception_ptr e,
+                                                                           std::tuple<std::error_code, lock> result) {
+                     if (e) std::get<0>(result) = code_of(e);
+                     done->complete(std::get<0>(result), std::move(std::get<1>(result)));
+                   }));
+  });
+}
+
+}  // namespace zkasio::detail

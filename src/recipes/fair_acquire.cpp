@@ -1,0 +1,299 @@
+#include "fair_acquire.hpp"
+
+#include <utility>
+#include <zkasio/error.hpp>
+
+namespace zkasio::detail {
+
+namespace {
+
+// (Overloads of a visit: one lambda per event.)
+template <class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+std::error_code code(zk_error e) { return make_error_code(e); }
+std::error_code code(error e) { return make_error_code(e); }
+
+}  // namespace
+
+bool fair_acquire::rides_through(std::error_code ec, const acquire_world& world) const {
+  return !c_.one_look && ec == condition::retryable && world.generation() == generation_;
+}
+
+fair_acquire::action fair_acquire::finish(action a) {
+  stage_ = stage::finished;
+  return a;
+}
+
+fair_acquire::action fair_acquire::start(acquire_world& world) {
+  if (world.connected()) return create(world);
+  // A try is one look: no wait for a server (one ended for good says why,
+  // by the connect's error).
+  if (c_.one_look && world.awaiting_server()) return failed(code(error::not_connected));
+  stage_ = stage::connecting;
+  return connect{};
+}
+
+fair_acquire::action fair_acquire::create(acquire_world& world) {
+  generation_ = world.generation();
+  submitted_ = true;
+  stage_ = stage::creating;
+  return create_and_list{};
+}
+
+fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
+  auto broken = [&](const auto&) { return failed(code(error::internal_error)); };
+  switch (stage_) {
+    case stage::connecting:
+      return std::visit(overloaded{[&](const connected& c) { return c.ec ? failed(c.ec) : create(world); }, broken},
+                        e);
+    case stage::creating:
+      return std::visit(overloaded{[&](const created_and_listed& c) { return on_created(c, world); }, broken}, e);
+    case stage::parents:
+      return std::visit(overloaded{[&](const parents_made& p) -> action {
+                                     if (!p.ec) return create(world);
+                                     if (!rides_through(p.ec, world)) return failed(p.ec);
+                                     stage_ = stage::parents_retry;
+                                     return connect{p.ec};
+                                   },
+                                   broken},
+                        e);
+    case stage::parents_retry:
+      return std::visit(overloaded{[&](const connected& c) -> action {
+                                     if (c.ec) return failed(c.ec);
+                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     return create(world);
+                                   },
+                                   broken},
+                        e);
+    case stage::finding_connect:
+      return std::visit(overloaded{[&](const connected& c) -> action {
+                                     if (c.ec) return failed(c.ec);
+                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     // Maybe another server now: it must have seen the
+                                     // create, if the leader applied it, before it is asked.
+                                     stage_ = stage::finding_sync;
+                                     return sync{};
+                                   },
+                                   broken},
+                        e);
+    case stage::finding_sync:
+      return std::visit(overloaded{[&](const synced& s) -> action {
+                                     if (rides_through(s.ec, world)) return find(s.ec);
+                                     if (s.ec && s.ec != zk_error::no_node) return failed(s.ec);
+                                     stage_ = stage::finding_list;
+                                     return list{};
+                                   },
+                                   broken},
+                        e);
+    case stage::finding_list:
+      return std::visit(overloaded{[&](const listed& l) -> action {
+                                     // (A listing answered in a later session would not show the node either.)
+                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     if (rides_through(l.ec, world)) return find(l.ec);
+                                     if (l.ec == zk_error::no_node) return create(world);  // the parent went: so did the node
+                                     if (l.ec) return failed(l.ec);
+                                     auto found = find_by_uuid(l.view->nodes, c_.uuid);
+                                     if (!found) return create(world);
+                                     found_ = *found;
+                                     found_in_ = l.view;
+                                     stage_ = stage::finding_look;
+                                     return look_up{found_.name};
+                                   },
+                                   broken},
+                        e);
+    case stage::finding_look:
+      return std::visit(overloaded{[&](const looked_up& l) { return on_found(l, world); }, broken}, e);
+    case stage::relist_connect:
+      return std::visit(overloaded{[&](const connected& c) -> action {
+                                     if (c.ec) return failed(c.ec);
+                                     stage_ = stage::relisting;
+                                     return list{};
+                                   },
+                                   broken},
+                        e);
+    case stage::relisting:
+      return std::visit(overloaded{[&](const listed& l) { return decide_on(l.ec, l.view, world); }, broken}, e);
+    case stage::waiting:
+      return std::visit(overloaded{[&](const gone& g) { return on_gone(g.ec, world); }, broken}, e);
+    case stage::verifying:
+      return std::visit(overloaded{[&](const looked_up& l) -> action {
+                                     if (rides_through(l.ec, world)) return relist(l.ec);
+                                     if (l.ec) return failed(l.ec);
+                                     // An operator may have deleted it while it waited; an
+                                     // election's candidate checks whose it is.
+                                     bool there = l.stat && l.stat->ephemeral_owner == stat_.ephemeral_owner &&
+                                                  l.stat->ephemeral_owner == world.session_id();
+                                     if (!there) {
+                                       gone_ = true;
+                                       world.gone(node_.name);
+                                       return failed(code(error::lock_lost));
+                                     }
+                                     return after_verify(world);
+                                   },
+                                   broken},
+                        e);
+    case stage::downgrade_sync:
+      return std::visit(overloaded{[&](const synced& s) -> action {
+                                     if (rides_through(s.ec, world)) return relist(s.ec);
+                                     if (s.ec) return failed(s.ec);
+                                     stage_ = stage::downgrade_look;
+                                     return look_up{*c_.downgrade_of};
+                                   },
+                                   broken},
+                        e);
+    case stage::downgrade_look:
+      return std::visit(overloaded{[&](const looked_up& l) -> action {
+                                     if (rides_through(l.ec, world)) return relist(l.ec);
+                                     if (l.ec) return failed(l.ec);
+                                     if (!l.stat || l.stat->ephemeral_owner != stat_.ephemeral_owner)
+                                       return failed(code(error::lock_lost));
+                                     return after_downgrade(world);
+                                   },
+                                   broken},
+                        e);
+    case stage::sure_sync:
+      // Decided on replies too old to be sure of the session: look again
+      // after the sync (whose error, if any, the listing meets again).
+      return std::visit(overloaded{[&](const synced& s) { return relist(s.ec); }, broken}, e);
+    case stage::finished:
+      break;
+  }
+  return failed(code(error::internal_error));
+}
+
+fair_acquire::action fair_acquire::on_created(const created_and_listed& e, acquire_world& world) {
+  // (Cancelled, or the listing refused at once: the runner deletes by uuid.
+  // A listing answered before the create: the order relied on broke.)
+  if (!e.replied) return failed(e.list_ec ? e.list_ec : code(error::internal_error));
+  node_ = e.node;
+  stat_ = e.stat;
+  if (!e.create_ec) {
+    if (c_.create_only) {
+      // Its node is there; a listing cut off is no matter (the caller lists).
+      if (e.list_ec && !rides_through(e.list_ec, world)) return failed(e.list_ec);
+      return finish(grant{});
+    }
+    if (e.list_ec && !c_.one_look) return relist(e.list_ec);
+    return decide_on(e.list_ec, e.view, world);
+  }
+  // No parent: made as containers, which the server may remove again once
+  // empty, so more than once, but not for ever.
+  if (e.create_ec == zk_error::no_node && parents_made_++ < 3) {
+    stage_ = stage::parents;
+    return make_parents{};
+  }
+  // A connection lost before the reply: the create may have been applied.
+  if (e.create_ec != condition::retryable || c_.one_look) return failed(e.create_ec);
+  return find(e.create_ec);
+}
+
+fair_acquire::action fair_acquire::find(std::error_code after) {
+  stage_ = stage::finding_connect;
+  return connect{after};
+}
+
+fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& world) {
+  if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+  if (rides_through(l.ec, world)) return find(l.ec);
+  if (l.ec) return failed(l.ec);
+  if (!l.stat || l.stat->ephemeral_owner != world.session_id()) return create(world);  // not ours: create again
+  node_ = found_;
+  stat_ = *l.stat;
+  world.add(node_, generation_, exempt());
+  auto view = std::exchange(found_in_, nullptr);
+  // The listing was made before the contenders it answers knew their nodes:
+  // its part up to mine (all a decision reads) is made again with what is
+  // known now, lest nodes before mine that this process knows make me list
+  // again once my predecessor goes.
+  auto mine = static_cast<std::size_t>(find_by_uuid(view->nodes, c_.uuid) - view->nodes.data());
+  if (view->others_before[mine] > 0)
+    view = world.view(std::vector<lock_node>(view->nodes.begin(),
+                                             view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1));
+  if (c_.create_only) return finish(grant{});
+  return decide_on({}, std::move(view), world);
+}
+
+fair_acquire::action fair_acquire::relist(std::error_code after) {
+  stage_ = stage::relist_connect;
+  return connect{after};
+}
+
+fair_acquire::action fair_acquire::decide_on(std::error_code ec, std::shared_ptr<const queue_view> view,
+                                             acquire_world& world) {
+  if (rides_through(ec, world) && !node_.name.empty()) return relist(ec);
+  if (ec) return failed(ec);
+  if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+  auto verdict = decide(*view, node_, exempt());
+  view.reset();  // a waiter keeps no listing: there may be thousands of both
+  switch (verdict.what) {
+    case lock_verdict::missing:
+      gone_ = true;
+      world.gone(node_.name);
+      return failed(code(error::lock_lost));
+    case lock_verdict::wait:
+      if (c_.one_look) return failed(code(error::lock_busy));
+      relist_after_ = verdict.relist_after;
+      return wait_for(std::move(verdict.predecessor), world);
+    case lock_verdict::held:
+      break;
+  }
+  // First by a listing: checked only if a candidate must confirm its owner.
+  return check(c_.confirm_owner, world);
+}
+
+fair_acquire::action fair_acquire::wait_for(std::string predecessor, acquire_world& world) {
+  predecessor_ = std::move(predecessor);
+  predecessor_here_ = world.here(predecessor_, generation_);
+  stage_ = stage::waiting;
+  return wait_gone{predecessor_, predecessor_here_};
+}
+
+fair_acquire::action fair_acquire::on_gone(std::error_code ec, acquire_world& world) {
+  if (!ec && !predecessor_here_) world.gone(predecessor_);  // (seen by the server's watch)
+  if (!ec && world.generation() != generation_) ec = code(zk_error::session_expired);
+  if (ec) return rides_through(ec, world) ? relist(ec) : failed(ec);
+  if (relist_after_) return relist({});
+  // Only known nodes were below: which of them may still be there is known.
+  auto next = world.below(node_, exempt());
+  switch (next.what) {
+    case acquire_world::below_result::first: return check(true, world);  // mine may be gone too
+    case acquire_world::below_result::relist: return relist({});
+    case acquire_world::below_result::node: break;
+  }
+  return wait_for(std::move(next.name), world);
+}
+
+fair_acquire::action fair_acquire::check(bool verify, acquire_world& world) {
+  if (verify) {
+    stage_ = stage::verifying;
+    return look_up{node_.name};
+  }
+  return after_verify(world);
+}
+
+fair_acquire::action fair_acquire::after_verify(acquire_world& world) {
+  if (!c_.downgrade_of) return after_downgrade(world);
+  // A downgrade is granted only if its write node is still there once the
+  // read node is known: a writer of this process that saw the write node go
+  // before would not have seen the read node (asked after a sync: the
+  // server answering may lag behind the leader).
+  stage_ = stage::downgrade_sync;
+  return sync{};
+}
+
+fair_acquire::action fair_acquire::after_downgrade(acquire_world& world) {
+  // No grant on replies too old to be sure of the session (session_sure).
+  if (!world.sure()) {
+    if (auto never = world.never_sure()) return failed(never);
+    stage_ = stage::sure_sync;
+    return sync{};
+  }
+  return finish(grant{});
+}
+
+}  // namespace zkasio::detail

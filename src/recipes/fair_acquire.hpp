@@ -1,0 +1,207 @@
+// fair_acquire: one acquire of a fair queue (mutex, shared_mutex, election's
+// fair mode, and the creation of a semaphore's lease nodes), as a state
+// machine without I/O: resume(event) -> action. The runner
+// (acquire_runner.hpp) carries each action out on the session and feeds
+// what comes back in as the next event; unit tests feed scripted events
+// (tests/unit/test_fair_acquire.cpp), every interleaving the server, the
+// connection, a timer or the caller can make, without a server.
+//
+// What it decides, in the order an acquire meets it:
+// - connected first (a try while no server is connected: not_connected);
+// - create its node and list the queue in one round trip; a create whose
+//   reply was lost is found by its uuid (after a sync, in a listing, then
+//   its owner checked) and never taken from another session; no parent:
+//   the parents are made (at most 3 times: a container may go again);
+// - the queue's rule (decide, lock_queue.hpp) says: held, wait for a
+//   predecessor (in this process when it is a node of the same session,
+//   else with a watch), or missing (lock_lost);
+// - a predecessor gone: the known nodes below are walked (known_nodes), or
+//   the queue is listed again;
+// - before a grant: its own node still there (after a wait, or for an
+//   election's candidate), a downgrade's write node still there after a
+//   sync, and replies recent enough to be sure of the session (else a sync
+//   and another look);
+// - a failure the acquire rides through (the connection lost, the server
+//   busy, in the same session): wait for the connection (a pause after a
+//   busy answer) and list again; a try (one look) does not.
+// What it leaves to its runner: deadlines and cancellation (abort), the
+// removal of its node once it failed, requeueing after an expiry.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <variant>
+#include <vector>
+#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/operations.hpp>
+
+namespace zkasio::detail {
+
+// What the state machine asks of the world it decides in, at the moment it
+// decides: the session (its generation, id, whether its replies are recent
+// enough to grant on) and this process's knowledge of the lock's nodes
+// (known_nodes). The runner answers from the real ones; tests from a script.
+class acquire_world {
+ public:
+  virtual ~acquire_world() = default;
+  virtual std::uint64_t generation() const = 0;
+  virtual std::int64_t session_id() const = 0;
+  virtual bool connected() const = 0;
+  // Whether no server is connected now but one may come (connecting,
+  // disconnected, a new session after an expiry).
+  virtual bool awaiting_server() const = 0;
+  // Whether a grant may be made now (session_sure); why none ever can, if so.
+  virtual bool sure() const = 0;
+  virtual std::error_code never_sure() const = 0;
+  // known_nodes: whether `name` is a node of the acquire's session (of
+  // `generation`), what is below `mine`, a node known gone, a node of ours.
+  virtual bool here(std::string_view name, std::uint64_t generation) const = 0;
+  struct below_result {
+    enum { first, node, relist } what = first;
+    std::string name{};
+  };
+  virtual below_result below(const lock_node& mine, std::string_view exempt) = 0;
+  virtual void gone(std::string_view name) = 0;
+  virtual void add(const lock_node& node, std::uint64_t generation, std::string_view beside) = 0;
+  // A listing's part up to `end` as a view made with what is known now.
+  virtual std::shared_ptr<const queue_view> view(std::vector<lock_node> prefix) const = 0;
+};
+
+class fair_acquire {
+ public:
+  // What the acquire is: filled in by its maker, read by the runner.
+  struct contender {
+    node_kind kind = node_kind::lock;
+    std::string uuid{};
+    // A downgrade (a write holder's read lock): the node takes the write
+    // node's sequence and is not blocked by it.
+    std::optional<std::string> downgrade_of{};
+    // Granted only once its node is seen owned by this session (an
+    // election: Curator's CURATOR-696).
+    bool confirm_owner = false;
+    bool one_look = false;  // a try: lock_busy, and no riding through
+    // Only create the node and list the queue (a semaphore's lease): done
+    // once the node is known, whatever the queue says.
+    bool create_only = false;
+  };
+
+  // ------------------------------------------------------------------ events
+  struct connected { std::error_code ec; };  // the wait for the connection (and a pause) ended
+  // The create's reply and the listing sent after it, which the session
+  // answers in that order. `replied` false: the listing failed before the
+  // create was answered (the order broken, or refused at once).
+  struct created_and_listed {
+    bool replied = true;
+    std::error_code create_ec{};
+    lock_node node{};  // named by the reply (also when create_ec is unexpected_reply)
+    node_stat stat{};
+    std::error_code list_ec{};
+    std::shared_ptr<const queue_view> view{};
+  };
+  struct listed { std::error_code ec; std::shared_ptr<const queue_view> view; };
+  struct synced { std::error_code ec; };
+  struct looked_up { std::error_code ec; std::optional<node_stat> stat; };  // an exists' reply
+  struct parents_made { std::error_code ec; };
+  struct gone { std::error_code ec; };  // the node waited for went (or the wait failed)
+  using event = std::variant<connected, created_and_listed, listed, synced, looked_up, parents_made, gone>;
+
+  // ----------------------------------------------------------------- actions
+  // Wait until it may ask again: connected, and after a busy server's answer
+  // (`after`: throttled_op, session_moved) a pause first.
+  struct connect { std::error_code after; };
+  // Send the create, then a listing shared with the lock object's other
+  // contenders (the create's reply names the node to the known nodes before
+  // the listing's reply is read); deliver both as created_and_listed.
+  struct create_and_list {};
+  struct list {};
+  struct sync {};
+  struct look_up { std::string name; };  // exists
+  struct make_parents {};
+  struct wait_gone { std::string name; bool here = false; };  // here: in this process
+  struct grant {};
+  struct fail { std::error_code ec; };
+  using action = std::variant<connect, create_and_list, list, sync, look_up, make_parents, wait_gone, grant, fail>;
+
+  explicit fair_acquire(contender c) : c_(std::move(c)) {}
+
+  // The first action.
+  action start(acquire_world& world);
+  // The next action, given what came back of the last one. An event that is
+  // not the one the last action waits for is a broken promise of the
+  // runner's: fail(internal_error).
+  action resume(event e, acquire_world& world);
+
+  // Ends it where it stands (a deadline, a cancellation): later events are
+  // its runner's to drop.
+  void abort() noexcept { stage_ = stage::finished; }
+
+  const contender& who() const noexcept { return c_; }
+  // What is known of its node: set by the create's reply (or found by uuid).
+  const lock_node& node() const noexcept { return node_; }
+  const node_stat& stat() const noexcept { return stat_; }
+  std::uint64_t generation() const noexcept { return generation_; }
+  bool submitted() const noexcept { return submitted_; }  // a create may have taken effect
+  bool node_gone() const noexcept { return gone_; }       // its node is known to be gone
+  bool finished() const noexcept { return stage_ == stage::finished; }
+  // The node a downgrade does not wait for (its owner's write node).
+  std::string_view exempt() const noexcept {
+    return c_.downgrade_of ? std::string_view(*c_.downgrade_of) : std::string_view();
+  }
+
+ private:
+  enum class stage {
+    connecting,        // until connected, then create
+    creating,          // the create's reply and the listing's
+    parents,           // the parents being made
+    parents_retry,     // connected again after the parents' making was cut off
+    finding_connect,   // a lost create reply: connected again,
+    finding_sync,      //   then a sync,
+    finding_list,      //   a listing,
+    finding_look,      //   the node by its uuid, its owner
+    relist_connect,    // cut off (or told to look again): connected again,
+    relisting,         //   then a listing
+    waiting,           // for the predecessor to go
+    verifying,         // its own node still there, before a grant
+    downgrade_sync,    // a downgrade's write node: a sync,
+    downgrade_look,    //   then the node still there
+    sure_sync,         // a sync before a grant decided on old replies
+    finished,
+  };
+
+  action create(acquire_world& world);
+  action on_created(const created_and_listed& e, acquire_world& world);
+  action decide_on(std::error_code ec, std::shared_ptr<const queue_view> view, acquire_world& world);
+  action wait_for(std::string predecessor, acquire_world& world);
+  action on_gone(std::error_code ec, acquire_world& world);
+  action relist(std::error_code after);
+  action check(bool verify, acquire_world& world);
+  action after_verify(acquire_world& world);
+  action after_downgrade(acquire_world& world);
+  action find(std::error_code after);
+  action on_found(const looked_up& e, acquire_world& world);
+  action finish(action a);
+  action failed(std::error_code ec) { return finish(fail{ec}); }
+  // A failure it rides through: the connection lost or the server busy, in
+  // its own session (a try does not).
+  bool rides_through(std::error_code ec, const acquire_world& world) const;
+
+  contender c_;
+  stage stage_ = stage::connecting;
+  std::uint64_t generation_ = 0;
+  bool submitted_ = false;
+  bool gone_ = false;
+  lock_node node_{};
+  node_stat stat_{};
+  int parents_made_ = 0;
+  lock_node found_{};  // by its uuid, being checked
+  std::shared_ptr<const queue_view> found_in_{};
+  std::string predecessor_{};
+  bool relist_after_ = false;
+  bool predecessor_here_ = false;
+};
+
+}  // namespace zkasio::detail
