@@ -58,19 +58,21 @@ class engine_world final : public acquire_world {
 // are bound to this lock object's strand, which runs what is posted to it in
 // order. test_session's "completions of one session run in the order of its
 // requests" breaks if any of these changes.
-std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, attempt& a) {
-  auto reply = a.reply = std::make_shared<create_reply>();
-  auto name = lock_node_prefix(a.uuid, a.kind);
+std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, const fair_acquire& fsm,
+                                          const std::string& data) {
+  auto reply = std::make_shared<create_reply>();
+  const auto& who = fsm.who();
+  auto name = lock_node_prefix(who.uuid, who.kind);
   create_options mode(create_mode::ephemeral_sequential, node_acl(*m));
-  if (a.downgrade_of) {
+  if (who.downgrade_of) {
     auto write = lock_name(node_kind::write);
-    name += a.downgrade_of->substr(a.downgrade_of->find(write) + write.size());  // its sequence
+    name += who.downgrade_of->substr(who.downgrade_of->find(write) + write.size());  // its sequence
     mode.mode = create_mode::ephemeral;
   }
-  m->s.async_create(m->full(name), a.data, mode,
-                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(a.generation),
-                                                     beside = std::string(exempt(a))](std::error_code ec,
-                                                                                      created made) {
+  m->s.async_create(m->full(name), data, mode,
+                     asio::bind_executor(m->strand, [m, reply, owner = m->session_in(fsm.generation()),
+                                                     beside = std::string(fsm.exempt())](std::error_code ec,
+                                                                                         created made) {
                        reply->done = true;
                        reply->ec = ec;
                        if (ec) return;
@@ -99,16 +101,11 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   virtual ~contender_run() = default;
 
  protected:
-  // Starts a new attempt of `a` (its uuid fresh, its state empty).
-  void run(attempt& a) {
-    a_ = &a;
-    fsm_.emplace(fair_acquire::contender{.kind = a.kind,
-                                         .uuid = a.uuid,
-                                         .downgrade_of = a.downgrade_of,
-                                         .confirm_owner = a.confirm_owner,
-                                         .one_look = a.one_look,
-                                         .create_only = create_only()});
-    ++attempt_;
+  // Starts a new attempt of `who`.
+  void run(fair_acquire::contender who) {
+    fsm_.emplace(std::move(who));
+    reply_.reset();
+    ++runs_;
     engine_world world(*m_);
     act(fsm_->start(world));
   }
@@ -117,19 +114,35 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   // its node), later replies dropped.
   void stop() {
     if (!fsm_ || fsm_->finished()) return;
-    note_node();  // (for its removal)
     fsm_->abort();
-    ++attempt_;
-    if (a_ && a_->reply && !a_->reply->done) a_->reply->abandoned = true;
+    ++runs_;
+    if (reply_ && !reply_->done) reply_->abandoned = true;
     pending_.emit(asio::cancellation_type::terminal);
   }
-  // The attempt ended: with grant{} (its node is `a`'s now) or fail{ec}.
+  // The attempt as the engine's other parts take it (the hold it becomes,
+  // or its removal), written into `a`.
+  void write_into(attempt& a) const {
+    const auto& who = fsm_->who();
+    a.kind = who.kind;
+    a.uuid = who.uuid;
+    a.downgrade_of = who.downgrade_of;
+    a.generation = fsm_->generation();
+    a.submitted = fsm_->submitted();
+    a.gone = fsm_->node_gone();
+    a.node = fsm_->node();
+    a.stat = fsm_->stat();
+    a.reply = reply_;
+  }
+  // The attempt ended: with grant{} (write_into says its node) or fail{ec}.
   virtual void ended(const fair_acquire::action& end) = 0;
-  virtual bool create_only() const { return false; }
+  // What its node holds.
+  virtual const std::string& node_data() const = 0;
+  // A create was sent (it may take effect): for a caller that removes it.
+  virtual void sent_create() {}
 
   std::shared_ptr<engine_state> m_;
-  attempt* a_ = nullptr;  // the attempt being run: the derived object's own, or its caller's
   std::optional<fair_acquire> fsm_;
+  std::shared_ptr<create_reply> reply_;  // of its latest create
 
  private:
   // A handler of this attempt: on the strand, cancelled by stop(), calling
@@ -137,9 +150,9 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   template <class F>
   auto on_strand(F f) {
     return asio::bind_cancellation_slot(
-        pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = attempt_,
+        pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = runs_,
                                                           f = std::move(f)](auto&&... values) mutable {
-          if (at == self->attempt_) f(*self, std::forward<decltype(values)>(values)...);
+          if (at == self->runs_) f(*self, std::forward<decltype(values)>(values)...);
         }));
   }
   // A reply's handler: fed back in as make_event(values...).
@@ -153,16 +166,6 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   void resume(fair_acquire::event e) {
     engine_world world(*m_);
     act(fsm_->resume(std::move(e), world));
-  }
-
-  // Copies what the machine knows of its node into the attempt (for the
-  // hold, or the removal).
-  void note_node() {
-    a_->generation = fsm_->generation();
-    a_->submitted = fsm_->submitted();
-    a_->gone = fsm_->node_gone();
-    a_->node = fsm_->node();
-    a_->stat = fsm_->stat();
   }
 
   void act(fair_acquire::action next) {
@@ -184,7 +187,6 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
                             }));
     }
     if (auto* w = std::get_if<fa::wait_gone>(&next)) return wait_gone(w->name, w->here);
-    note_node();
     ended(next);
   }
 
@@ -201,9 +203,8 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   }
 
   void create_and_list() {
-    a_->generation = fsm_->generation();
-    a_->submitted = true;
-    auto created = send_create(m_, *a_);
+    auto created = reply_ = send_create(m_, *fsm_, node_data());
+    sent_create();
     listen(next_listing(m_), [created](std::error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
       return fair_acquire::created_and_listed{
           created->done, created->ec, created->node, created->stat, ec, std::move(view)};
@@ -232,7 +233,7 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   }
 
   asio::cancellation_signal pending_;  // the pending request's
-  std::uint32_t attempt_ = 0;          // counts attempts, and stops: replies of another are dropped
+  std::uint32_t runs_ = 0;             // counts attempts, and stops: replies of another are dropped
 };
 
 // One acquire of a fair queue (start_acquire), from the caller's operation
@@ -257,7 +258,6 @@ class acquire_op final : public contender_run {
         if (!ec && self) self->abort(deadline_passed(self->m_->s));
       });
     }
-    a_template_ = fresh_attempt(*m_, request_);
     if (request_.who) {
       // (Queueing behind its own node would wait for ever.)
       auto again = reentry_of(*m_, *request_.who, request_.kind);
@@ -267,8 +267,8 @@ class acquire_op final : public contender_run {
         case reentry::lost: return complete(make_error_code(error::lock_lost));
         case reentry::deadlock: return complete(make_error_code(error::would_deadlock));
         case reentry::downgrade:
-          a_template_.downgrade_of = again.h->name;
-          a_template_.downgrade_token = again.h->token;
+          downgrade_of_ = again.h->name;
+          downgrade_token_ = again.h->token;
           break;
       }
     }
@@ -279,24 +279,38 @@ class acquire_op final : public contender_run {
  private:
   std::weak_ptr<acquire_op> weak() { return std::static_pointer_cast<acquire_op>(shared_from_this()); }
 
+  const std::string& node_data() const override { return request_.data ? *request_.data : m_->options.data; }
+
   void attempt_again() {
-    attempt_ = a_template_;
-    attempt_.uuid = make_uuid();
-    run(attempt_);
+    run({.kind = request_.kind,
+         .uuid = make_uuid(),
+         .downgrade_of = downgrade_of_,
+         .confirm_owner = request_.confirm_owner,
+         .one_look = request_.try_once});
+  }
+
+  // The attempt as a whole, for its hold or its removal.
+  attempt whole() const {
+    attempt a;
+    write_into(a);
+    a.downgrade_token = downgrade_token_;
+    a.confirm_owner = request_.confirm_owner;
+    return a;
   }
 
   void ended(const fair_acquire::action& end) override {
+    auto a = whole();
     if (std::holds_alternative<fair_acquire::grant>(end)) {
-      auto held = granted(m_, attempt_, request_.who);
+      auto held = granted(m_, a, request_.who);
       lead_.hand_to(held);
       return complete({}, std::move(held));
     }
     auto ec = std::get<fair_acquire::fail>(end).ec;
-    auto removing = discard(m_, {attempt_});
+    auto removing = discard(m_, {a});
     if (ec == error::lock_busy) return complete_after(std::move(removing), ec);
     // After an expiry, with requeue_on_expiry: as a new attempt, in the
     // session that follows, within the same deadline.
-    if (!attempt_.downgrade_of && queue_again(ec, *m_, request_.try_once, attempt_.generation)) return attempt_again();
+    if (!downgrade_of_ && queue_again(ec, *m_, request_.try_once, a.generation)) return attempt_again();
     complete(ec);
   }
 
@@ -308,7 +322,7 @@ class acquire_op final : public contender_run {
     ticket_.reset();  // (a lock or the lead handed over meanwhile goes on)
     bool running = fsm_ && !fsm_->finished();
     stop();
-    if (running) discard(m_, {attempt_});
+    if (running) discard(m_, {whole()});
     complete(ec);
   }
 
@@ -392,8 +406,9 @@ class acquire_op final : public contender_run {
 
   acquire_request request_;
   completion_ptr<lock> done_;
-  attempt a_template_{};  // what every attempt starts from
-  attempt attempt_{};     // the one being run
+  // A downgrade's: its owner's write node, and that grant's fencing token.
+  std::optional<std::string> downgrade_of_;
+  std::int64_t downgrade_token_ = 0;
   std::unique_ptr<asio::steady_timer> deadline_;
   run_lead lead_;                        // of the local run, while this acquire leads it
   std::shared_ptr<run_ticket> ticket_;   // while waiting in the local run
@@ -402,7 +417,9 @@ class acquire_op final : public contender_run {
   bool finished_ = false;
 };
 
-// Creates a lease node (async_create_node) for its caller's attempt.
+// Creates a lease node (async_create_node) for its caller's attempt, which
+// learns at once that a create was sent (for its removal, if it is stopped)
+// and at the end what its node is.
 class node_op final : public contender_run {
  public:
   node_op(std::shared_ptr<engine_state> m, attempt& a, completion_ptr<> done)
@@ -413,17 +430,23 @@ class node_op final : public contender_run {
     done_->on_cancel = [weak = std::weak_ptr<contender_run>(shared_from_this())] {
       if (auto self = weak.lock()) static_cast<node_op&>(*self).stop();
     };
-    run(*caller_);
+    run({.kind = caller_->kind, .uuid = caller_->uuid, .one_look = caller_->one_look, .create_only = true});
   }
 
  private:
-  bool create_only() const override { return true; }
+  const std::string& node_data() const override { return caller_->data; }
+  void sent_create() override {
+    caller_->generation = fsm_->generation();
+    caller_->submitted = true;
+    caller_->reply = reply_;
+  }
   void ended(const fair_acquire::action& end) override {
+    write_into(*caller_);
     auto* fail = std::get_if<fair_acquire::fail>(&end);
     done_->complete(fail ? fail->ec : std::error_code{});
   }
 
-  attempt* caller_;
+  attempt* caller_;  // lives until done_ completes: the caller awaits it
   completion_ptr<> done_;
 };
 

@@ -99,10 +99,10 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
                                      if (l.ec) return failed(l.ec);
                                      auto found = find_by_uuid(l.view->nodes, c_.uuid);
                                      if (!found) return create(world);
-                                     found_ = *found;
                                      found_in_ = l.view;
+                                     found_at_ = static_cast<std::size_t>(found - l.view->nodes.data());
                                      stage_ = stage::finding_look;
-                                     return look_up{found_.name};
+                                     return look_up{found->name};
                                    },
                                    broken},
                         e);
@@ -198,19 +198,19 @@ fair_acquire::action fair_acquire::find(std::error_code after) {
 }
 
 fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& world) {
+  auto view = std::exchange(found_in_, nullptr);
   if (world.generation() != generation_) return failed(code(zk_error::session_expired));
   if (rides_through(l.ec, world)) return find(l.ec);
   if (l.ec) return failed(l.ec);
   if (!l.stat || l.stat->ephemeral_owner != world.session_id()) return create(world);  // not ours: create again
-  node_ = found_;
+  auto mine = found_at_;
+  node_ = view->nodes[mine];
   stat_ = *l.stat;
   world.add(node_, generation_, exempt());
-  auto view = std::exchange(found_in_, nullptr);
   // The listing was made before the contenders it answers knew their nodes:
   // its part up to mine (all a decision reads) is made again with what is
   // known now, lest nodes before mine that this process knows make me list
   // again once my predecessor goes.
-  auto mine = static_cast<std::size_t>(find_by_uuid(view->nodes, c_.uuid) - view->nodes.data());
   if (view->others_before[mine] > 0)
     view = world.view(std::vector<lock_node>(view->nodes.begin(),
                                              view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1));

@@ -197,8 +197,10 @@ class fair_acquire {
   lock_node node_{};
   node_stat stat_{};
   int parents_made_ = 0;
-  lock_node found_{};  // by its uuid, being checked
+  // After a lost create reply: the listing that showed a node with its
+  // uuid, and where, while its owner is looked up.
   std::shared_ptr<const queue_view> found_in_{};
+  std::size_t found_at_ = 0;
   std::string predecessor_{};
   bool relist_after_ = false;
   bool predecessor_here_ = false;
