@@ -1,0 +1,567 @@
+#include "sim/simulation.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <vector>
+#include <zkasio/error.hpp>
+
+#include "recipes/fair_acquire.hpp"
+
+namespace zkasio::sim {
+
+namespace {
+
+using namespace zkasio::detail;
+using fa = fair_acquire;
+
+// A node on the model server.
+struct server_node {
+  lock_node node;
+  std::int64_t czxid = 0;
+  std::int64_t owner = 0;  // session id
+};
+
+// What a session of the model holds: its id on the server, its generation
+// (a new session after an expiry), its connection, and what it has to
+// deliver to its contenders in the order the server made it.
+struct delivery {
+  int contender;
+  std::uint32_t run;  // the contender's attempt it answers
+  fa::event event;
+  // A reply's same answer as a failure (the connection lost before it came,
+  // the session expired); none for a watch's event, which waits on.
+  std::function<fa::event(std::error_code)> failed;
+  // Delivered while disconnected too: a failure, or a wake-up in the process.
+  bool now = false;
+  // A create's reply: the listing sent after it (made into a view when
+  // delivered, after the create's completion adopted the node).
+  std::vector<lock_node> listing{};
+  std::uint64_t produced_at = 0;  // the server's step when it made the answer
+};
+
+struct session_model {
+  std::int64_t id = 0;
+  std::uint64_t generation = 0;
+  bool connected = true;
+  bool expired = false;  // on the server; the client learns it when it connects again
+  std::deque<delivery> inbox;
+  std::vector<std::function<void()>> parked;  // submitted while disconnected
+};
+
+// A contender as the harness runs it: its state machine, what it holds.
+struct contender_model {
+  int session = 0;
+  node_kind kind = node_kind::lock;
+  std::optional<fa> fsm;
+  std::uint32_t run = 0;
+  int rounds_left = 0;
+  bool holding = false;
+  int hold_steps = 0;
+  std::string held_node;
+  bool waiting_here = false;  // in this process, for a node of its session
+  // How its pending request at the server fails (its session expired).
+  std::function<fa::event(std::error_code)> pending_failed;
+  std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
+  std::string last_action;       // (for a hang's report)
+};
+
+struct known_entry {
+  node_kind kind;
+  int session;
+  std::uint64_t generation;
+};
+
+class simulation final : public acquire_world {
+ public:
+  simulation(std::uint64_t seed, const options& o) : random_(seed), o_(o) {
+    for (int i = 0; i < o.sessions; ++i) {
+      sessions_.emplace_back();
+      sessions_.back().id = next_session_id_++;
+    }
+    for (int i = 0; i < o.contenders; ++i) {
+      contender_model c;
+      c.session = i % o.sessions;
+      c.kind = o.readers && i % 3 == 1 ? node_kind::read : (o.readers ? node_kind::write : node_kind::lock);
+      c.rounds_left = o.rounds;
+      contenders_.push_back(std::move(c));
+    }
+  }
+
+  result go() {
+    for (int i = 0; i < o_.contenders; ++i) begin(i);
+    for (; r_.steps < static_cast<std::uint64_t>(o_.max_steps) && r_.ok; ++r_.steps) {
+      bool faults = r_.steps < static_cast<std::uint64_t>(o_.fault_steps);
+      if (done()) break;
+      check_holders();
+      if (!step(faults)) {
+        if (!faults) fail("nothing can wake the contenders still waiting (a hang):" + waiting());
+      }
+    }
+    if (r_.ok && !done()) fail("the run did not end within " + std::to_string(o_.max_steps) + " steps (a hang):" + waiting());
+    if (r_.ok) {
+      for (auto& [name, n] : server_) fail("node " + name + " left on the server");
+    }
+    return r_;
+  }
+
+  // ------------------------------------------------------------- the world
+  std::uint64_t generation() const override { return sessions_[at().session].generation; }
+  std::int64_t session_id() const override { return sessions_[at().session].id; }
+  bool connected() const override { return sessions_[at().session].connected; }
+  bool awaiting_server() const override { return !sessions_[at().session].connected; }
+  bool sure() const override { return true; }
+  std::error_code never_sure() const override { return {}; }
+  bool here(std::string_view name, std::uint64_t gen) const override {
+    auto it = known_.find(std::string(name));
+    return it != known_.end() && it->second.session == at().session && it->second.generation == gen;
+  }
+  below_result below(const lock_node& mine, std::string_view exempt) override {
+    // Down from mine (sequences are not wrapped here), dropping entries of
+    // sessions over; a node of a session not connected lists again.
+    std::vector<std::pair<sequence_number, std::string>> before;
+    for (auto& [name, e] : known_)
+      if (auto n = parse_lock_node(name); n && n->sequence < mine.sequence) before.emplace_back(n->sequence, name);
+    std::sort(before.rbegin(), before.rend());
+    for (auto& [seq, name] : before) {
+      auto& e = known_.at(name);
+      if (sessions_[e.session].generation != e.generation) {
+        forget(name);
+        continue;
+      }
+      if (!blocks(mine.kind, e.kind) || name == exempt) continue;
+      if (!sessions_[e.session].connected) return {below_result::relist, {}};
+      return {below_result::node, name};
+    }
+    return {};
+  }
+  void gone(std::string_view name) override { forget(std::string(name)); }
+  void add(const lock_node& node, std::uint64_t gen, std::string_view) override {
+    known_[node.name] = {node.kind, at().session, gen};
+  }
+  std::shared_ptr<const queue_view> view(std::vector<lock_node> prefix) const override {
+    return known_view(std::move(prefix));
+  }
+
+ private:
+  const contender_model& at() const { return contenders_[current_]; }
+  template <class T>
+  T pick(T n) { return std::uniform_int_distribution<T>(0, n - 1)(random_); }
+  bool chance(int percent) { return pick(100) < percent; }
+
+  void note(const std::string& what) {
+    if (o_.trace) r_.trace += std::to_string(r_.steps) + " " + what + "\n";
+  }
+  static const char* name_of(const fa::action& a) {
+    static const char* names[] = {"connect", "create_and_list", "list", "sync", "look_up", "make_parents", "wait_gone", "grant", "fail"};
+    return names[a.index()];
+  }
+  static const char* name_of(const fa::event& e) {
+    static const char* names[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone"};
+    return names[e.index()];
+  }
+
+  void fail(std::string what) {
+    if (!r_.ok) return;
+    r_.ok = false;
+    r_.failure = "step " + std::to_string(r_.steps) + ": " + std::move(what);
+  }
+
+  // Who still waits, and for what.
+  std::string waiting() const {
+    std::string who;
+    for (std::size_t i = 0; i < contenders_.size(); ++i) {
+      auto& c = contenders_[i];
+      if (c.fsm && !c.fsm->finished())
+        who += " c" + std::to_string(i) + " (s" + std::to_string(c.session) + ", " + c.last_action +
+               (server_.count(c.fsm->node().name) ? "" : ", its node gone") + ")";
+    }
+    return who;
+  }
+
+  bool done() const {
+    for (auto& c : contenders_)
+      if (c.rounds_left > 0 || c.holding || (c.fsm && !c.fsm->finished())) return false;
+    for (auto& s : sessions_)
+      if (!s.inbox.empty() || !s.parked.empty()) return false;
+    return true;
+  }
+
+  // ------------------------------------------------------ known nodes' rules
+  void forget(std::string name) {  // (by value: callers pass map keys)
+    known_.erase(name);
+    auto waiting = std::move(local_waiters_[name]);
+    local_waiters_.erase(name);
+    for (auto [who, run] : waiting) {
+      auto& c = contenders_[static_cast<std::size_t>(who)];
+      sessions_[c.session].inbox.push_back({who, run, fa::gone{}, nullptr, true});
+    }
+  }
+
+  // --------------------------------------------------------------- server
+  std::vector<lock_node> listing() const {
+    std::vector<std::string> names;
+    for (auto& [name, n] : server_) names.push_back(name);
+    return lock_queue(names, o_.readers ? queue_family::read_write : queue_family::mutex);
+  }
+  void erase_node(std::string name) {  // (by value: callers pass map keys)
+    server_.erase(name);
+    deleted_at_[name] = r_.steps;
+    auto range = watches_.equal_range(name);
+    std::vector<std::pair<int, std::uint32_t>> fired;
+    for (auto it = range.first; it != range.second; ++it) fired.push_back(it->second);
+    watches_.erase(name);
+    for (auto [who, run] : fired) {
+      auto& c = contenders_[static_cast<std::size_t>(who)];
+      note("watch of c" + std::to_string(who) + " fires on " + name);
+      sessions_[c.session].inbox.push_back({who, run, fa::gone{}, nullptr});
+    }
+  }
+  // The session's requests: carried out at once when connected, else when
+  // it connects again (in order).
+  void submit(int session, std::function<void()> request) {
+    if (sessions_[session].connected && !sessions_[session].expired) return request();
+    sessions_[session].parked.push_back(std::move(request));
+  }
+  void reply(int who, fa::event e, std::function<fa::event(std::error_code)> failed) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    sessions_[c.session].inbox.push_back({who, c.run, std::move(e), std::move(failed)});
+    sessions_[c.session].inbox.back().produced_at = r_.steps;
+  }
+
+  // --------------------------------------------------------------- running
+  void begin(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.rounds_left == 0) return;
+    --c.rounds_left;
+    ++c.run;
+    char uuid[40];
+    std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
+                  static_cast<unsigned long long>(++uuids_));
+    c.fsm.emplace(fa::contender{.kind = c.kind, .uuid = uuid});
+    current_ = who;
+    act(who, c.fsm->start(*this));
+  }
+
+  // Carries one action out on the model; `fails` is how its reply fails.
+  void server_request(int who, std::function<fa::event(std::error_code)> fails, std::function<void()> request) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.pending_failed = std::move(fails);
+    submit(c.session, std::move(request));
+  }
+
+  void act(int who, fa::action a) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.last_action = name_of(a) + (std::holds_alternative<fa::wait_gone>(a) ? " " + std::get<fa::wait_gone>(a).name : std::string());
+    note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " " + name_of(a) +
+         (std::holds_alternative<fa::fail>(a) ? " " + std::get<fa::fail>(a).ec.message() : std::string()) +
+         (std::holds_alternative<fa::wait_gone>(a) ? " " + std::get<fa::wait_gone>(a).name + (std::get<fa::wait_gone>(a).here ? " here" : "") : std::string()) +
+         (std::holds_alternative<fa::look_up>(a) ? " " + std::get<fa::look_up>(a).name : std::string()));
+    auto s = c.session;
+    current_ = who;
+    c.waiting_here = false;
+    c.pending_failed = nullptr;
+    if (std::holds_alternative<fa::connect>(a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::connected{ec}; };
+      return server_request(who, fails, [this, who, fails] { reply(who, fa::connected{}, fails); });
+    }
+    if (std::holds_alternative<fa::create_and_list>(a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
+      auto uuid = c.fsm->who().uuid;
+      auto kind = c.kind;
+      return server_request(who, fails, [this, who, s, uuid, kind, fails] {
+        char suffix[16];
+        std::snprintf(suffix, sizeof suffix, "%010d", static_cast<int>(counter_++));
+        auto node = *parse_lock_node(lock_node_prefix(uuid, kind) + suffix);
+        node_stat st;
+        st.czxid = ++zxid_;
+        st.ephemeral_owner = sessions_[s].id;
+        server_[node.name] = {node, st.czxid, sessions_[s].id};
+        note("server: c" + std::to_string(who) + " created " + node.name);
+        reply(who, fa::created_and_listed{.node = node, .stat = st}, fails);
+        sessions_[s].inbox.back().listing = listing();
+      });
+    }
+    if (std::holds_alternative<fa::list>(a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::listed{ec, nullptr}; };
+      return server_request(who, fails, [this, who, fails] { reply(who, fa::listed{{}, known_view(listing())}, fails); });
+    }
+    if (std::holds_alternative<fa::sync>(a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::synced{ec}; };
+      return server_request(who, fails, [this, who, fails] { reply(who, fa::synced{}, fails); });
+    }
+    if (auto* l = std::get_if<fa::look_up>(&a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::looked_up{ec, std::nullopt}; };
+      auto name = l->name;
+      bool own = name == c.fsm->node().name;
+      return server_request(who, fails, [this, who, name, own, fails] {
+        std::optional<node_stat> st;
+        if (auto it = server_.find(name); it != server_.end()) {
+          st = node_stat{};
+          st->czxid = it->second.czxid;
+          st->ephemeral_owner = it->second.owner;
+        }
+        if (o_.plant_skip_own_check && own && !st) {  // the planted fault: "there"
+          st = node_stat{};
+          st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
+        }
+        reply(who, fa::looked_up{{}, st}, fails);
+      });
+    }
+    if (std::holds_alternative<fa::make_parents>(a)) {
+      auto fails = [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; };
+      return server_request(who, fails, [this, who, fails] { reply(who, fa::parents_made{}, fails); });
+    }
+    if (auto* w = std::get_if<fa::wait_gone>(&a)) {
+      auto name = w->name;
+      if (w->here) {
+        c.waiting_here = true;
+        if (!known_.count(name)) return sessions_[s].inbox.push_back({who, c.run, fa::gone{}, nullptr, true});
+        local_waiters_[name].emplace_back(who, c.run);
+        return;
+      }
+      auto fails = [](std::error_code ec) -> fa::event { return fa::gone{ec}; };
+      auto run = c.run;
+      return server_request(who, fails, [this, who, name, run] {
+        if (!server_.count(name)) return reply(who, fa::gone{}, nullptr);
+        note("c" + std::to_string(who) + " watches " + name);
+        watches_.emplace(name, std::make_pair(who, run));
+      });
+    }
+    if (std::holds_alternative<fa::grant>(a)) return granted(who);
+    ended(who);  // fail
+  }
+
+  std::shared_ptr<const queue_view> known_view(std::vector<lock_node> queue) const {
+    return std::make_shared<const queue_view>(
+        make_view(std::move(queue), [this](const lock_node& n) { return known_.count(n.name) > 0; }));
+  }
+
+  // A grant: decided on answers that the server made when the node was
+  // there, first by the queue's rule; its token greater than the earlier
+  // grants'. (An operator's delete after those answers cannot be known:
+  // the holder's lost signal tells it then.)
+  void granted(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    ++r_.grants;
+    const auto& mine = c.fsm->node();
+    if (auto deleted = deleted_at_.find(mine.name); deleted != deleted_at_.end() && deleted->second < c.decided_at)
+      return fail("granted " + mine.name + " on answers made after it was deleted");
+    c.holding = true;
+    c.held_node = mine.name;
+    c.hold_steps = 1 + pick(20);
+    // Gone since those answers (an operator): lost at once (its holder's
+    // monitor finds it gone), beside the grants that came after its delete.
+    if (!server_.count(mine.name)) return;
+    auto token = c.fsm->stat().czxid;
+    bool exclusive = mine.kind != node_kind::read;
+    if (token <= (exclusive ? last_token_ : last_write_token_))
+      return fail("the fencing token " + std::to_string(token) + " of a grant is not greater than an earlier one's");
+    last_token_ = std::max(last_token_, token);
+    if (exclusive) last_write_token_ = token;
+  }
+
+  // One holder: among the holders whose node is on the server (of their
+  // session: the others are lost, and told), a writer alone, readers
+  // beside readers.
+  void check_holders() {
+    int writers = 0, readers = 0;
+    for (auto& c : contenders_) {
+      if (!c.holding) continue;
+      auto it = server_.find(c.held_node);
+      if (it == server_.end() || it->second.owner != sessions_[c.session].id) continue;
+      (c.kind == node_kind::read ? readers : writers)++;
+    }
+    if (writers > 1 || (writers == 1 && readers > 0))
+      fail(std::to_string(writers) + " writers and " + std::to_string(readers) + " readers hold at once");
+  }
+
+  // A failed or stopped attempt: its node goes (the runner's background
+  // removal: by name, or found by its uuid).
+  void ended(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.fsm->submitted()) remove_mine(c.session, c.fsm->who().uuid, c.fsm->generation(), c.fsm->node().name);
+    begin(who);
+  }
+  // By name when its reply named it (found gone: known gone), else found by
+  // its uuid, only while it is its session's (delete_node, remove_attempt_node).
+  void remove_mine(int s, std::string uuid, std::uint64_t gen, std::string name) {
+    submit(s, [this, s, uuid, gen, name] {
+      if (sessions_[s].generation != gen) return;  // went with its session
+      for (auto& [server_name, n] : server_)
+        if (n.node.uuid == uuid && n.owner == sessions_[s].id) {
+          auto gone_name = server_name;
+          erase_node(gone_name);
+          forget(gone_name);
+          return;
+        }
+      if (!name.empty()) forget(name);
+    });
+  }
+
+  void release(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    note("c" + std::to_string(who) + " releases " + c.held_node);
+    c.holding = false;
+    auto s = c.session;
+    auto name = c.held_node;
+    auto gen = c.fsm->generation();
+    submit(s, [this, s, name, gen] {
+      if (sessions_[s].generation != gen) return;
+      if (auto it = server_.find(name); it != server_.end() && it->second.owner == sessions_[s].id) erase_node(name);
+      forget(name);
+    });
+    begin(who);
+  }
+
+  // ----------------------------------------------------------------- steps
+  // One random step; false when nothing could happen.
+  bool step(bool faults) {
+    std::vector<std::function<void()>> moves;
+    for (int s = 0; s < static_cast<int>(sessions_.size()); ++s) {
+      auto& ss = sessions_[s];
+      if (!ss.inbox.empty() && (ss.connected || ss.inbox.front().now)) moves.push_back([this, s] { deliver(s); });
+      if (!ss.connected && !faults) moves.push_back([this, s] { reconnect(s); });
+      if (faults && !ss.connected && chance(30)) moves.push_back([this, s] { reconnect(s); });
+      if (faults && ss.connected && chance(3)) moves.push_back([this, s] { disconnect(s); });
+      if (faults && chance(1)) moves.push_back([this, s] { expire(s); });
+    }
+    for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
+      auto& c = contenders_[static_cast<std::size_t>(i)];
+      if (c.holding && --c.hold_steps <= 0) moves.push_back([this, i] { release(i); });
+      if (faults && c.fsm && !c.fsm->finished() && chance(2)) moves.push_back([this, i] { stop(i); });
+    }
+    if (faults && !server_.empty() && chance(2)) moves.push_back([this] { operator_delete(); });
+    if (moves.empty()) return false;
+    moves[pick(moves.size())]();
+    return true;
+  }
+
+  void deliver(int s) {
+    auto d = std::move(sessions_[s].inbox.front());
+    sessions_[s].inbox.pop_front();
+    auto& c = contenders_[static_cast<std::size_t>(d.contender)];
+    if (d.run != c.run || !c.fsm || c.fsm->finished()) {  // stale: dropped
+      note("c" + std::to_string(d.contender) + " drops a stale " + name_of(d.event));
+      return;
+    }
+    if (auto* created = std::get_if<fa::created_and_listed>(&d.event); created && !created->create_ec) {
+      // The create's completion adopts the node; the listing sent after it
+      // counts it known.
+      known_[created->node.name] = {created->node.kind, c.session, sessions_[s].generation};
+      created->view = known_view(std::move(d.listing));
+    }
+    current_ = d.contender;
+    c.decided_at = std::max(c.decided_at, d.produced_at);
+    note("c" + std::to_string(d.contender) + " <- " + name_of(d.event));
+    act(d.contender, c.fsm->resume(std::move(d.event), *this));
+  }
+
+  // The connection drops: the replies in flight come as failures
+  // (connection_loss); the watches' events wait for the connection.
+  void disconnect(int s) {
+    ++r_.faults;
+    note("s" + std::to_string(s) + " disconnected");
+    auto& ss = sessions_[s];
+    ss.connected = false;
+    for (auto& d : ss.inbox)
+      if (d.failed) {
+        d.event = d.failed(make_error_code(zk_error::connection_loss));
+        d.failed = nullptr;
+        d.now = true;
+      }
+  }
+  void reconnect(int s) {
+    auto& ss = sessions_[s];
+    note("s" + std::to_string(s) + " reconnects" + (ss.expired ? " (expired)" : ""));
+    if (ss.expired) {
+      // A new session: the old one's requests and waits at the server end
+      // with session_expired; the process learns that its nodes went.
+      ss.expired = false;
+      ss.id = next_session_id_++;
+      ++ss.generation;
+      ss.parked.clear();
+      std::set<std::pair<int, std::uint32_t>> answered;
+      for (auto& d : ss.inbox) answered.emplace(d.contender, d.run);
+      for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
+        auto& c = contenders_[static_cast<std::size_t>(i)];
+        if (c.session != s) continue;
+        if (c.holding) {
+          c.holding = false;  // lost with its session (its node went)
+          begin(i);
+          continue;
+        }
+        if (c.fsm && !c.fsm->finished() && !c.waiting_here && c.pending_failed && !answered.count({i, c.run}))
+          ss.inbox.push_back({i, c.run, c.pending_failed(make_error_code(zk_error::session_expired)), nullptr, true});
+      }
+      for (auto& [name, e] : std::map(known_))
+        if (e.session == s) forget(name);
+    }
+    ss.connected = true;
+    auto parked = std::move(ss.parked);
+    ss.parked.clear();
+    for (auto& request : parked) request();
+  }
+
+  // The server expires the session (its client cut off: the replies in
+  // flight fail as after any cut): its nodes and watches go.
+  void expire(int s) {
+    auto& ss = sessions_[s];
+    if (ss.expired) return;
+    note("s" + std::to_string(s) + " expires");
+    disconnect(s);
+    ss.expired = true;
+    std::vector<std::string> theirs;
+    for (auto& [name, n] : server_)
+      if (n.owner == ss.id) theirs.push_back(name);
+    for (auto& name : theirs) erase_node(name);
+    for (auto it = watches_.begin(); it != watches_.end();)
+      it = contenders_[static_cast<std::size_t>(it->second.first)].session == s ? watches_.erase(it) : std::next(it);
+  }
+
+  void operator_delete() {
+    ++r_.faults;
+    auto it = server_.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(pick(server_.size())));
+    note("operator deletes " + it->first);
+    erase_node(it->first);
+  }
+
+  // A deadline or a cancellation: the attempt stops where it stands.
+  void stop(int who) {
+    ++r_.stopped;
+    note("c" + std::to_string(who) + " stopped");
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.fsm->abort();
+    ++c.run;
+    ended(who);
+  }
+
+  std::mt19937_64 random_;
+  options o_;
+  result r_;
+  std::vector<session_model> sessions_;
+  std::vector<contender_model> contenders_;
+  std::map<std::string, server_node> server_;
+  std::multimap<std::string, std::pair<int, std::uint32_t>> watches_;
+  std::map<std::string, known_entry> known_;
+  std::map<std::string, std::uint64_t> deleted_at_;  // when each node left the server
+  std::map<std::string, std::vector<std::pair<int, std::uint32_t>>> local_waiters_;
+  std::int64_t next_session_id_ = 1;
+  std::int64_t zxid_ = 0;
+  std::uint32_t counter_ = 0;
+  std::uint64_t uuids_ = 0;
+  std::int64_t last_token_ = 0, last_write_token_ = 0;
+  int current_ = 0;
+};
+
+}  // namespace
+
+result run(std::uint64_t seed, const options& o) { return simulation(seed, o).go(); }
+
+}  // namespace zkasio::sim
