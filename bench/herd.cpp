@@ -150,7 +150,9 @@ awaitable<void> herd(session_list& sessions, const options& o, report& r) {
   std::vector<awaitable<void>> players;
   for (int i = 0; i <= waiters; ++i) players.push_back(contender(*locks[i], h, i));
   // Every waiter watches (its predecessor, or the one node), and the holder's
-  // lost signal watches its own node.
+  // lost signal watches its own node; a fair waiter watches its own node too
+  // (all here wait behind another session's node: see fair_acquire.hpp).
+  int watches = race ? waiters + 1 : 2 * waiters + 1;
   auto stop = [&] {
     h.stopping = true;
     for (auto& signal : h.stop) signal.emit(asio::cancellation_type::terminal);
@@ -159,14 +161,14 @@ awaitable<void> herd(session_list& sessions, const options& o, report& r) {
   auto measure = [&]() -> awaitable<void> {
     auto& handoff = entry(r, "handoff");
     double notifications = 0, requests = 0, regrants = 0;
-    auto watchers = co_await settled(o, h, dir, waiters + 1, 0);
+    auto watchers = co_await settled(o, h, dir, watches, 0);
     for (int i = 0; i < warm_up_releases + o.rounds; ++i) {
       auto before = co_await packets_received(o.hosts);
       int released_by = h.holder, grants = h.grants;
       auto notified = watchers[h.held_node];
       auto released = clock::now();
       h.release_now->cancel();
-      watchers = co_await settled(o, h, dir, waiters + 1, grants);
+      watchers = co_await settled(o, h, dir, watches, grants);
       if (h.grants != grants + 1) throw std::runtime_error("a release did not make exactly one grant");
       if (i < warm_up_releases) continue;
       handoff.add(h.granted - released);

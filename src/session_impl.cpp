@@ -144,6 +144,7 @@ void session_impl::on_session_event(int state) {
       return;
     }
     id_.store(id, std::memory_order_release);
+    connections_.fetch_add(1, std::memory_order_acq_rel);
     timeout_ms_.store(zoo_recv_timeout(zh_), std::memory_order_release);
     // The server saw the session when it handled the handshake, sent on this
     // socket: not later than now, nor earlier than the socket (the answer
@@ -151,8 +152,10 @@ void session_impl::on_session_event(int state) {
     last_contact_.store(pump_.socket_seen().time_since_epoch().count(), std::memory_order_release);
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
-    parked_.resend_all();
+    // The watches first: a request submitted after a watch was asked for is
+    // sent after its request (the lock engine's own-node watch relies on it).
     watches_.arm_waiting();
+    parked_.resend_all();
     heartbeat_.start();
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
     // Not from inside the C client: the handle may be closed and replaced.

@@ -41,6 +41,7 @@ struct scripted_world final : acquire_world {
   std::uint64_t gen = 1;
   std::int64_t id = my_session;
   bool is_connected = true, awaiting = false, is_sure = true;
+  std::uint64_t connections = 1;
   std::error_code never{};
   std::set<std::string> known_here;       // nodes of the acquire's session
   std::vector<below_result> belows;        // what below() answers, in turn
@@ -49,6 +50,7 @@ struct scripted_world final : acquire_world {
   std::uint64_t generation() const override { return gen; }
   std::int64_t session_id() const override { return id; }
   bool connected() const override { return is_connected; }
+  std::uint64_t connection() const override { return connections; }
   bool awaiting_server() const override { return awaiting; }
   bool sure() const override { return is_sure; }
   std::error_code never_sure() const override { return never; }
@@ -146,6 +148,77 @@ TEST_CASE("a waiter behind another process's node: watched on the server, then i
   CHECK(is<fa::grant>(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)));
 }
 
+TEST_CASE("behind another session's node a waiter watches its own node: once sure of it, the grant after the predecessor needs no request") {
+  scripted_world w;
+  auto theirs = node_of(other_uuid, 3), mine = node_of(mine_uuid, 4);
+  auto start = [&](fa& m) {
+    m.start(w);
+    auto waiting = m.resume(answered(4, {theirs, mine}), w);
+    REQUIRE(is<fa::wait_gone>(waiting));
+    CHECK(std::get<fa::wait_gone>(waiting).watch_own);
+  };
+  SUBCASE("sure, then the predecessor goes: granted at once") {
+    fa m(mutex_contender());
+    start(m);
+    CHECK(is<fa::keep_waiting>(m.resume(fa::own_checked{{}, owned_by(my_session)}, w)));
+    w.belows = {{}};
+    CHECK(is<fa::grant>(m.resume(fa::gone{}, w)));
+  }
+  SUBCASE("its node gone by the time the exists is answered, or deleted while it waits: lock_lost") {
+    fa checked(mutex_contender());
+    start(checked);
+    CHECK(failure(checked.resume(fa::own_checked{{}, std::nullopt}, w)) == error::lock_lost);
+    CHECK(checked.node_gone());
+    fa deleted(mutex_contender());
+    start(deleted);
+    deleted.resume(fa::own_checked{{}, owned_by(my_session)}, w);
+    CHECK(failure(deleted.resume(fa::own_gone{}, w)) == error::lock_lost);
+    CHECK(w.gone_log.back() == mine.name);
+  }
+  SUBCASE("sure, then a reconnection: the events after it come in no order of the changes, so it is checked") {
+    fa m(mutex_contender());
+    start(m);
+    m.resume(fa::own_checked{{}, owned_by(my_session)}, w);
+    ++w.connections;
+    w.belows = {{}};
+    CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));
+  }
+  SUBCASE("a node of its name but another incarnation (another czxid): lock_lost") {
+    fa m(mutex_contender());
+    start(m);
+    CHECK(failure(m.resume(fa::own_checked{{}, owned_by(my_session, 999)}, w)) == error::lock_lost);
+  }
+  SUBCASE("the predecessor gone before the exists is answered, or the watch failed: checked by a request") {
+    fa early(mutex_contender());
+    start(early);
+    w.belows = {{}};
+    CHECK(is<fa::look_up>(early.resume(fa::gone{}, w)));
+    // A late answer out of the wait changes nothing.
+    CHECK(is<fa::keep_waiting>(early.resume(fa::own_checked{{}, owned_by(my_session)}, w)));
+    CHECK(is<fa::grant>(early.resume(fa::looked_up{{}, owned_by(my_session)}, w)));
+    fa failed_watch(mutex_contender());
+    start(failed_watch);
+    failed_watch.resume(fa::own_checked{{}, owned_by(my_session)}, w);
+    CHECK(is<fa::keep_waiting>(failed_watch.resume(fa::own_gone{make_error_code(zk_error::connection_loss)}, w)));
+    w.belows = {{}};
+    CHECK(is<fa::look_up>(failed_watch.resume(fa::gone{}, w)));
+  }
+  SUBCASE("sure, then a node of its session below: waited for here, then checked (a wake-up in this process is not ordered with its own node's deletion)") {
+    auto local = node_of(other_uuid, 2);
+    w.known_here = {local.name};
+    fa m(mutex_contender());
+    m.start(w);
+    m.resume(answered(4, {local, theirs, mine}, {local.name, mine.name}), w);
+    m.resume(fa::own_checked{{}, owned_by(my_session)}, w);
+    w.belows = {{acquire_world::below_result::node, local.name}, {}};
+    auto next = m.resume(fa::gone{}, w);
+    REQUIRE(is<fa::wait_gone>(next));
+    CHECK(std::get<fa::wait_gone>(next).here);
+    CHECK_FALSE(std::get<fa::wait_gone>(next).watch_own);  // (watching already)
+    CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));
+  }
+}
+
 TEST_CASE("an operator deletes the waiter's node while it waits: lock_lost when it would be granted, known gone") {
   scripted_world w;
   fa m(mutex_contender());
@@ -175,6 +248,7 @@ TEST_CASE("a predecessor of the same session is waited for in this process, and 
   auto waiting = m.resume(answered(4, {local, mine}, {local.name, mine.name}), w);
   REQUIRE(is<fa::wait_gone>(waiting));
   CHECK(std::get<fa::wait_gone>(waiting).here);
+  CHECK_FALSE(std::get<fa::wait_gone>(waiting).watch_own);  // its session's watches do not grow with its waiters
   w.belows = {{}};
   CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));
   CHECK(w.gone_log.empty());  // its owner told the known nodes

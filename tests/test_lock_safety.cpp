@@ -554,10 +554,16 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a waiter rides through a lost conn
     auto before = proxy.requests_forwarded();
     acquire_outcome w(io);
     m.async_acquire(w.handler());
-    // Its create, its listing and the watch on the holder's node are out.
-    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 3; }, 5s));
-    // Woken by the release, it checks that its node is still there: that
-    // reply is lost with the connection.
+    // Its create, its listing, the watch on the holder's node, the watch on
+    // its own node and the exists after it are out.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 5; }, 5s));
+    // Cut off while it waits: once connected again, its own node's watch no
+    // longer speaks for the node (the events of a reconnection come in no
+    // order of the changes). Woken by the release, it checks that its node
+    // is still there: that reply is lost with the connection.
+    auto accepted = proxy.connections_accepted();
+    proxy.drop_now();
+    REQUIRE(co_await eventually([&] { return proxy.connections_accepted() > accepted && s.state() == session_state::connected; }, 10s));
     proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_EXISTS_OP);
     co_await held.async_release();
     REQUIRE(co_await eventually([&] { return proxy.wait_cut(0ms); }, 5s));

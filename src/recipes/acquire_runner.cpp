@@ -19,6 +19,10 @@ class engine_world final : public acquire_world {
   std::uint64_t generation() const override { return m_.s.generation(); }
   std::int64_t session_id() const override { return m_.s.id(); }
   bool connected() const override { return m_.s.state() == session_state::connected; }
+  std::uint64_t connection() const override {
+    auto core = m_.core.lock();
+    return core ? core->connections() : 0;
+  }
   bool awaiting_server() const override { return detail::awaiting_server(m_.s); }
   bool sure() const override { return session_sure(m_); }
   std::error_code never_sure() const override { return detail::never_sure(m_); }
@@ -118,6 +122,7 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
     ++runs_;
     if (reply_ && !reply_->done) reply_->abandoned = true;
     pending_.emit(asio::cancellation_type::terminal);
+    stop_own_watch();
   }
   // The attempt as the engine's other parts take it (the hold it becomes,
   // or its removal), written into `a`.
@@ -170,6 +175,10 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
 
   void act(fair_acquire::action next) {
     using fa = fair_acquire;
+    if (std::holds_alternative<fa::keep_waiting>(next)) return;
+    // The own node's watch lives while the acquire waits; past a grant too,
+    // where the holder's monitor shares it (one watch per node and kind).
+    if (!std::holds_alternative<fa::wait_gone>(next) && !std::holds_alternative<fa::grant>(next)) stop_own_watch();
     if (auto* c = std::get_if<fa::connect>(&next)) return connect(c->after);
     if (std::holds_alternative<fa::create_and_list>(next)) return create_and_list();
     if (std::holds_alternative<fa::list>(next)) return list();
@@ -186,8 +195,42 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
                               return fa::parents_made{e ? code_of(e) : ec};
                             }));
     }
-    if (auto* w = std::get_if<fa::wait_gone>(&next)) return wait_gone(w->name, w->here);
+    if (auto* w = std::get_if<fa::wait_gone>(&next)) {
+      if (w->watch_own) watch_own();
+      return wait_gone(w->name, w->here);
+    }
     ended(next);
+  }
+
+  // A reply of the own node's watch: fed in unless the watch was stopped.
+  template <class MakeEvent>
+  auto own_reply(asio::cancellation_signal& stop, MakeEvent make_event) {
+    return asio::bind_cancellation_slot(
+        stop.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), runs = runs_, own = own_runs_,
+                                                      make_event = std::move(make_event)](auto&&... values) mutable {
+          if (runs != self->runs_ || own != self->own_runs_ || !self->fsm_ || self->fsm_->finished()) return;
+          self->resume(make_event(std::forward<decltype(values)>(values)...));
+        }));
+  }
+
+  // A watch on its own node, then an exists of it: sent after that watch's
+  // request (the session sends requests in the order they reach its strand,
+  // and sets the watches waiting for a connection before it sends the
+  // requests that waited), so an answer that it is there says the watch is
+  // on it. Their own signals: the pending request's is the predecessor's.
+  void watch_own() {
+    auto own = m_->full(fsm_->node().name);
+    m_->s.async_wait_deleted(own, own_reply(own_watch_stop_, [](std::error_code ec) -> fair_acquire::event {
+                               return fair_acquire::own_gone{ec};
+                             }));
+    m_->s.async_exists(own, own_reply(own_check_stop_, [](std::error_code ec, std::optional<node_stat> st) -> fair_acquire::event {
+                         return fair_acquire::own_checked{ec, st};
+                       }));
+  }
+  void stop_own_watch() {
+    ++own_runs_;
+    own_watch_stop_.emit(asio::cancellation_type::terminal);
+    own_check_stop_.emit(asio::cancellation_type::terminal);
   }
 
   // Once it may ask again: connected, after a pause when the server said it
@@ -234,6 +277,8 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
 
   asio::cancellation_signal pending_;  // the pending request's
   std::uint32_t runs_ = 0;             // counts attempts, and stops: replies of another are dropped
+  asio::cancellation_signal own_watch_stop_, own_check_stop_;  // the own node's watch and its exists
+  std::uint32_t own_runs_ = 0;  // counts the own node's watches stopped: their late replies are dropped
 };
 
 // One acquire of a fair queue (start_acquire), from the caller's operation

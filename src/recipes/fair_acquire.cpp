@@ -26,6 +26,7 @@ bool fair_acquire::rides_through(std::error_code ec, const acquire_world& world)
 
 fair_acquire::action fair_acquire::finish(action a) {
   stage_ = stage::finished;
+  own_ = own_watch::none;
   return a;
 }
 
@@ -46,6 +47,7 @@ fair_acquire::action fair_acquire::create(acquire_world& world) {
 }
 
 fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
+  if (std::holds_alternative<own_checked>(e) || std::holds_alternative<own_gone>(e)) return on_own(e, world);
   auto broken = [&](const auto&) { return failed(code(error::internal_error)); };
   switch (stage_) {
     case stage::connecting:
@@ -219,6 +221,7 @@ fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& w
 }
 
 fair_acquire::action fair_acquire::relist(std::error_code after) {
+  own_ = own_watch::none;
   stage_ = stage::relist_connect;
   return connect{after};
 }
@@ -250,10 +253,45 @@ fair_acquire::action fair_acquire::wait_for(std::string predecessor, acquire_wor
   predecessor_ = std::move(predecessor);
   predecessor_here_ = world.here(predecessor_, generation_);
   stage_ = stage::waiting;
-  return wait_gone{predecessor_, predecessor_here_};
+  bool watch_own = !predecessor_here_ && own_ == own_watch::none;
+  if (watch_own) own_ = own_watch::asked;
+  return wait_gone{predecessor_, predecessor_here_, watch_own};
+}
+
+fair_acquire::action fair_acquire::on_own(const event& e, acquire_world& world) {
+  // Out of the wait it asked for (or of a later wait's: a stale answer is
+  // its runner's to drop), it changes nothing.
+  if (stage_ != stage::waiting || own_ == own_watch::none) return keep_waiting{};
+  if (auto* checked = std::get_if<own_checked>(&e)) {
+    if (own_ != own_watch::asked) return keep_waiting{};
+    if (checked->ec) {  // (no matter: it is checked before the grant)
+      own_ = own_watch::none;
+      return keep_waiting{};
+    }
+    const auto& st = checked->stat;
+    if (st && st->czxid == stat_.czxid && st->ephemeral_owner == stat_.ephemeral_owner &&
+        st->ephemeral_owner == world.session_id()) {
+      own_ = own_watch::sure;
+      own_connection_ = world.connection();
+      return keep_waiting{};
+    }
+  } else if (std::get<own_gone>(e).ec) {  // the watch failed: checked before the grant
+    own_ = own_watch::none;
+    return keep_waiting{};
+  }
+  // Gone while it waited (an operator): lock_lost, known gone.
+  gone_ = true;
+  world.gone(node_.name);
+  return failed(code(error::lock_lost));
 }
 
 fair_acquire::action fair_acquire::on_gone(std::error_code ec, acquire_world& world) {
+  // Its own node's watch speaks for the node if it has been sure, in this
+  // connection, since before this event, which came on the same connection
+  // (a server watch's). A wake-up in this process may come from another
+  // session's watch, or while this one is cut off: not ordered with its
+  // own node's deletion.
+  bool own_sure = !predecessor_here_ && own_ == own_watch::sure && own_connection_ == world.connection();
   if (!ec && !predecessor_here_) world.gone(predecessor_);  // (seen by the server's watch)
   if (!ec && world.generation() != generation_) ec = code(zk_error::session_expired);
   if (ec) return rides_through(ec, world) ? relist(ec) : failed(ec);
@@ -261,7 +299,9 @@ fair_acquire::action fair_acquire::on_gone(std::error_code ec, acquire_world& wo
   // Only known nodes were below: which of them may still be there is known.
   auto next = world.below(node_, exempt());
   switch (next.what) {
-    case acquire_world::below_result::first: return check(true, world);  // mine may be gone too
+    // Mine may be gone too: checked, unless its watch was sure (its
+    // deletion would have come first).
+    case acquire_world::below_result::first: return check(!own_sure, world);
     case acquire_world::below_result::relist: return relist({});
     case acquire_world::below_result::node: break;
   }
@@ -269,6 +309,7 @@ fair_acquire::action fair_acquire::on_gone(std::error_code ec, acquire_world& wo
 }
 
 fair_acquire::action fair_acquire::check(bool verify, acquire_world& world) {
+  own_ = own_watch::none;
   if (verify) {
     stage_ = stage::verifying;
     return look_up{node_.name};

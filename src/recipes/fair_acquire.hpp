@@ -51,6 +51,9 @@ class acquire_world {
   virtual std::uint64_t generation() const = 0;
   virtual std::int64_t session_id() const = 0;
   virtual bool connected() const = 0;
+  // Counts the session's connections (session_core::connections): a watch
+  // is trusted to tell of changes in their order within one connection only.
+  virtual std::uint64_t connection() const = 0;
   // Whether no server is connected now but one may come (connecting,
   // disconnected, a new session after an expiry).
   virtual bool awaiting_server() const = 0;
@@ -107,7 +110,13 @@ class fair_acquire {
   struct looked_up { std::error_code ec; std::optional<node_stat> stat; };  // an exists' reply
   struct parents_made { std::error_code ec; };
   struct gone { std::error_code ec; };  // the node waited for went (or the wait failed)
-  using event = std::variant<connected, created_and_listed, listed, synced, looked_up, parents_made, gone>;
+  // The watch on its own node (wait_gone's watch_own): the exists sent after
+  // that watch's request answered, and the node's deletion. Taken in any
+  // stage: out of the wait they change nothing.
+  struct own_checked { std::error_code ec; std::optional<node_stat> stat; };
+  struct own_gone { std::error_code ec; };
+  using event = std::variant<connected, created_and_listed, listed, synced, looked_up, parents_made, gone,
+                             own_checked, own_gone>;
 
   // ----------------------------------------------------------------- actions
   // Wait until it may ask again: connected, and after a busy server's answer
@@ -121,10 +130,25 @@ class fair_acquire {
   struct sync {};
   struct look_up { std::string name; };  // exists
   struct make_parents {};
-  struct wait_gone { std::string name; bool here = false; };  // here: in this process
+  // Wait for `name` to go: in this process (`here`), else by a watch. With
+  // `watch_own`, also watch its own node and then send an exists of it
+  // (own_checked; own_gone if it goes). A session is told of its own node's
+  // deletion before any change after it (within one connection), so with
+  // that watch set and the node there when the exists was answered, the
+  // grant that follows the predecessor's going in that connection needs no
+  // request. (Only while waiting behind a node
+  // of another session: a session's server watches do not grow with the
+  // waiters it has in this process.)
+  struct wait_gone {
+    std::string name;
+    bool here = false;
+    bool watch_own = false;
+  };
+  struct keep_waiting {};  // nothing more to do: what is pending stands
   struct grant {};
   struct fail { std::error_code ec; };
-  using action = std::variant<connect, create_and_list, list, sync, look_up, make_parents, wait_gone, grant, fail>;
+  using action = std::variant<connect, create_and_list, list, sync, look_up, make_parents, wait_gone, keep_waiting,
+                              grant, fail>;
 
   explicit fair_acquire(contender c) : c_(std::move(c)) {}
 
@@ -177,6 +201,7 @@ class fair_acquire {
   action decide_on(std::error_code ec, std::shared_ptr<const queue_view> view, acquire_world& world);
   action wait_for(std::string predecessor, acquire_world& world);
   action on_gone(std::error_code ec, acquire_world& world);
+  action on_own(const event& e, acquire_world& world);
   action relist(std::error_code after);
   action check(bool verify, acquire_world& world);
   action after_verify(acquire_world& world);
@@ -204,6 +229,10 @@ class fair_acquire {
   std::string predecessor_{};
   bool relist_after_ = false;
   bool predecessor_here_ = false;
+  // The watch on its own node: none, asked (its exists not answered yet),
+  // or sure (set, and the node was there after it).
+  enum class own_watch : std::uint8_t { none, asked, sure } own_ = own_watch::none;
+  std::uint64_t own_connection_ = 0;  // the connection it was sure in
 };
 
 }  // namespace zkasio::detail

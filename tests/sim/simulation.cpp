@@ -43,6 +43,7 @@ struct delivery {
   // delivered, after the create's completion adopted the node).
   std::vector<lock_node> listing{};
   std::uint64_t produced_at = 0;  // the server's step when it made the answer
+  bool answer = false;  // a reply to the request pending (not a watch's event)
 };
 
 struct session_model {
@@ -50,6 +51,7 @@ struct session_model {
   std::uint64_t generation = 0;
   bool connected = true;
   bool expired = false;  // on the server; the client learns it when it connects again
+  std::uint64_t connections = 1;
   std::deque<delivery> inbox;
   std::vector<std::function<void()>> parked;  // submitted while disconnected
 };
@@ -114,6 +116,7 @@ class simulation final : public acquire_world {
   std::uint64_t generation() const override { return sessions_[at().session].generation; }
   std::int64_t session_id() const override { return sessions_[at().session].id; }
   bool connected() const override { return sessions_[at().session].connected; }
+  std::uint64_t connection() const override { return sessions_[at().session].connections; }
   bool awaiting_server() const override { return !sessions_[at().session].connected; }
   bool sure() const override { return true; }
   std::error_code never_sure() const override { return {}; }
@@ -158,11 +161,11 @@ class simulation final : public acquire_world {
     if (o_.trace) r_.trace += std::to_string(r_.steps) + " " + what + "\n";
   }
   static const char* name_of(const fa::action& a) {
-    static const char* names[] = {"connect", "create_and_list", "list", "sync", "look_up", "make_parents", "wait_gone", "grant", "fail"};
+    static const char* names[] = {"connect", "create_and_list", "list", "sync", "look_up", "make_parents", "wait_gone", "keep_waiting", "grant", "fail"};
     return names[a.index()];
   }
   static const char* name_of(const fa::event& e) {
-    static const char* names[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone"};
+    static const char* names[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
     return names[e.index()];
   }
 
@@ -194,12 +197,14 @@ class simulation final : public acquire_world {
 
   // ------------------------------------------------------ known nodes' rules
   void forget(std::string name) {  // (by value: callers pass map keys)
+    note("known gone: " + name);
     known_.erase(name);
     auto waiting = std::move(local_waiters_[name]);
     local_waiters_.erase(name);
     for (auto [who, run] : waiting) {
       auto& c = contenders_[static_cast<std::size_t>(who)];
       sessions_[c.session].inbox.push_back({who, run, fa::gone{}, nullptr, true});
+      sessions_[c.session].inbox.back().produced_at = r_.steps;
     }
   }
 
@@ -213,13 +218,15 @@ class simulation final : public acquire_world {
     server_.erase(name);
     deleted_at_[name] = r_.steps;
     auto range = watches_.equal_range(name);
-    std::vector<std::pair<int, std::uint32_t>> fired;
+    std::vector<watch> fired;
     for (auto it = range.first; it != range.second; ++it) fired.push_back(it->second);
     watches_.erase(name);
-    for (auto [who, run] : fired) {
-      auto& c = contenders_[static_cast<std::size_t>(who)];
-      note("watch of c" + std::to_string(who) + " fires on " + name);
-      sessions_[c.session].inbox.push_back({who, run, fa::gone{}, nullptr});
+    for (auto w : fired) {
+      auto& c = contenders_[static_cast<std::size_t>(w.who)];
+      note("watch of c" + std::to_string(w.who) + " fires on " + name);
+      if (w.own) sessions_[c.session].inbox.push_back({w.who, w.run, fa::own_gone{}, nullptr});
+      else sessions_[c.session].inbox.push_back({w.who, w.run, fa::gone{}, nullptr});
+      sessions_[c.session].inbox.back().produced_at = r_.steps;
     }
   }
   // The session's requests: carried out at once when connected, else when
@@ -232,6 +239,7 @@ class simulation final : public acquire_world {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     sessions_[c.session].inbox.push_back({who, c.run, std::move(e), std::move(failed)});
     sessions_[c.session].inbox.back().produced_at = r_.steps;
+    sessions_[c.session].inbox.back().answer = !std::holds_alternative<fa::own_checked>(sessions_[c.session].inbox.back().event);
   }
 
   // --------------------------------------------------------------- running
@@ -264,6 +272,7 @@ class simulation final : public acquire_world {
          (std::holds_alternative<fa::look_up>(a) ? " " + std::get<fa::look_up>(a).name : std::string()));
     auto s = c.session;
     current_ = who;
+    if (std::holds_alternative<fa::keep_waiting>(a)) return;  // (what is pending stands)
     c.waiting_here = false;
     c.pending_failed = nullptr;
     if (std::holds_alternative<fa::connect>(a)) {
@@ -327,12 +336,35 @@ class simulation final : public acquire_world {
       }
       auto fails = [](std::error_code ec) -> fa::event { return fa::gone{ec}; };
       auto run = c.run;
+      if (w->watch_own) {
+        // Its own node's watch, then the exists after it (in one submission:
+        // in this order).
+        auto own = c.fsm->node().name;
+        submit(s, [this, who, own, run] {
+          if (server_.count(own)) watches_.emplace(own, watch{who, run, true});
+          std::optional<node_stat> st;
+          if (auto it = server_.find(own); it != server_.end()) {
+            st = node_stat{};
+            st->czxid = it->second.czxid;
+            st->ephemeral_owner = it->second.owner;
+          } else {
+            sessions_[contenders_[static_cast<std::size_t>(who)].session].inbox.push_back({who, run, fa::own_gone{}, nullptr});
+          }
+          if (o_.plant_skip_own_check && !st) {  // the planted fault: "there"
+            st = node_stat{};
+            st->czxid = contenders_[static_cast<std::size_t>(who)].fsm->stat().czxid;
+            st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
+          }
+          reply(who, fa::own_checked{{}, st}, [](std::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
+        });
+      }
       return server_request(who, fails, [this, who, name, run] {
         if (!server_.count(name)) return reply(who, fa::gone{}, nullptr);
         note("c" + std::to_string(who) + " watches " + name);
-        watches_.emplace(name, std::make_pair(who, run));
+        watches_.emplace(name, watch{who, run, false});
       });
     }
+    if (std::holds_alternative<fa::keep_waiting>(a)) return;
     if (std::holds_alternative<fa::grant>(a)) return granted(who);
     ended(who);  // fail
   }
@@ -487,7 +519,8 @@ class simulation final : public acquire_world {
       ++ss.generation;
       ss.parked.clear();
       std::set<std::pair<int, std::uint32_t>> answered;
-      for (auto& d : ss.inbox) answered.emplace(d.contender, d.run);
+      for (auto& d : ss.inbox)
+        if (d.answer) answered.emplace(d.contender, d.run);
       for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
         auto& c = contenders_[static_cast<std::size_t>(i)];
         if (c.session != s) continue;
@@ -502,7 +535,15 @@ class simulation final : public acquire_world {
       for (auto& [name, e] : std::map(known_))
         if (e.session == s) forget(name);
     }
+    // The watches' events the server made while it was cut off come at the
+    // reconnection, in no order of the changes (it answers each watch the
+    // client sets again): shuffled.
+    std::vector<std::size_t> events;
+    for (std::size_t i = 0; i < ss.inbox.size(); ++i)
+      if (!ss.inbox[i].answer && !ss.inbox[i].now) events.push_back(i);
+    for (std::size_t i = events.size(); i > 1; --i) std::swap(ss.inbox[events[i - 1]], ss.inbox[events[pick(i)]]);
     ss.connected = true;
+    ++ss.connections;
     auto parked = std::move(ss.parked);
     ss.parked.clear();
     for (auto& request : parked) request();
@@ -516,12 +557,12 @@ class simulation final : public acquire_world {
     note("s" + std::to_string(s) + " expires");
     disconnect(s);
     ss.expired = true;
+    for (auto it = watches_.begin(); it != watches_.end();)
+      it = contenders_[static_cast<std::size_t>(it->second.who)].session == s ? watches_.erase(it) : std::next(it);
     std::vector<std::string> theirs;
     for (auto& [name, n] : server_)
       if (n.owner == ss.id) theirs.push_back(name);
     for (auto& name : theirs) erase_node(name);
-    for (auto it = watches_.begin(); it != watches_.end();)
-      it = contenders_[static_cast<std::size_t>(it->second.first)].session == s ? watches_.erase(it) : std::next(it);
   }
 
   void operator_delete() {
@@ -548,7 +589,12 @@ class simulation final : public acquire_world {
   std::vector<session_model> sessions_;
   std::vector<contender_model> contenders_;
   std::map<std::string, server_node> server_;
-  std::multimap<std::string, std::pair<int, std::uint32_t>> watches_;
+  struct watch {
+    int who;
+    std::uint32_t run;
+    bool own;  // its own node's (own_gone), else a predecessor's (gone)
+  };
+  std::multimap<std::string, watch> watches_;
   std::map<std::string, known_entry> known_;
   std::map<std::string, std::uint64_t> deleted_at_;  // when each node left the server
   std::map<std::string, std::vector<std::pair<int, std::uint32_t>>> local_waiters_;

@@ -50,6 +50,11 @@ class session_core {
     return clock::time_point(clock::duration(last_contact_.load(std::memory_order_acquire)));
   }
   bool authenticated() const noexcept { return authenticated_.load(std::memory_order_acquire); }
+  // Counts the connections made (a handshake answered): when it changes, the
+  // events of the connection before may have come in any order after it (the
+  // server answers a re-sent watch at once if its node changed meanwhile,
+  // not in the order of the changes).
+  std::uint64_t connections() const noexcept { return connections_.load(std::memory_order_acquire); }
   // Why a failure ended the session for good (naming the host or server),
   // or empty. Safe from any thread.
   std::string failure() const {
@@ -90,6 +95,7 @@ class session_core {
   std::atomic<std::int64_t> timeout_ms_{0};
   std::atomic<clock::rep> last_contact_{0};
   std::atomic<bool> authenticated_{false};
+  std::atomic<std::uint64_t> connections_{0};
   mutable std::mutex failure_guard_;
   std::string failure_;  // under failure_guard_
 };
