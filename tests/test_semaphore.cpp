@@ -136,6 +136,7 @@ TEST_CASE("try, timeouts and cancellation leave no node behind") {
   semaphore sa(a, path, 1), sb(b, path, 1);
   run(io, [&]() -> awaitable<void> {
     auto held = co_await sa.async_acquire(use_awaitable);
+    co_await b.async_connect(use_awaitable);  // a try is one look: not_connected while b connects
     auto [busy, l1] = co_await sb.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy == error::lock_busy);
     CHECK(co_await children_of(a, path + "/leases") == 1);

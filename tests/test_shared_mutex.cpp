@@ -239,6 +239,7 @@ TEST_CASE("try, timeouts and cancellation of both kinds leave no node; readers t
   shared_mutex ma(a, path), mb(b, path);
   run(io, [&]() -> awaitable<void> {
     auto w = co_await ma.async_lock(use_awaitable);
+    co_await b.async_connect(use_awaitable);  // a try is one look: not_connected while b connects
     auto [busy_write, l1] = co_await mb.async_try_lock(as_tuple(use_awaitable));
     CHECK(busy_write == error::lock_busy);
     auto [busy_read, l2] = co_await mb.async_try_lock_shared(as_tuple(use_awaitable));
