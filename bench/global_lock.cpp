@@ -1,4 +1,4 @@
-// global-lock: what the process-wide C-client lock (src/c_client_scope.hpp)
+// global-lock: what the process-wide C-client lock (src/session/c_client_scope.hpp)
 // costs when sessions share one io_context run by several threads. S
 // sessions, each its own coroutine doing N rounds of sync + get_data on its
 // own node (they share nothing but the process, so the lock), run twice on
@@ -19,7 +19,7 @@
 #include <vector>
 #include <zkasio/session.hpp>
 
-#include "c_client_scope.hpp"
+#include "session/c_client_scope.hpp"
 #include "harness.hpp"
 #include "latency.hpp"
 

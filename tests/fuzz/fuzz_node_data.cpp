@@ -8,7 +8,7 @@
 #include <zkasio/operations.hpp>
 
 #include "fuzz/fuzz_check.hpp"
-#include "request_size.hpp"
+#include "session/request_size.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The session's engine, behind the templates of session.hpp: it owns the C
 // client handle and runs everything on one strand. Every member function but
 // the observers must be called on strand(); session.hpp's operations get there
-// with asio::dispatch. The implementation (src/session_impl.hpp, with its
+// with asio::dispatch. The implementation (src/session/session_impl.hpp, with its
 // parts) is the only code that talks to the C client.
 //
 // Three names, three things: zkasio::session is the user's handle (an owner,

@@ -8,7 +8,7 @@
 #include <asio/io_context.hpp>
 #include <optional>
 
-#include "strand_latch.hpp"
+#include "recipes/strand_latch.hpp"
 
 using zkasio::detail::strand_latch;
 

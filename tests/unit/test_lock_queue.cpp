@@ -12,7 +12,7 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "known_nodes.hpp"
+#include "recipes/known_nodes.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;

@@ -8,9 +8,9 @@
 //   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
-//   recipes/fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election,
-//                               a semaphore's lease nodes) as a state machine without I/O
-//   recipes/acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
+//   fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election, a
+//                       semaphore's lease nodes) as a state machine without I/O
+//   acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
 //   engine_leases.cpp   the semaphore's leases
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation

@@ -1,6 +1,6 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
 #include "engine.hpp"
-#include "recipes/acquire_runner.hpp"
+#include "acquire_runner.hpp"
 
 namespace zkasio::detail {
 
