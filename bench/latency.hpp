@@ -73,6 +73,7 @@ struct options {
   int local_handoff = -1;        // throughput: max_run of the mutexes' local_handoff (-1: off)
   int max_time_ms = 50;          // throughput: its max_time
   bool foreign = false;          // throughput: one more contender, on a session of its own
+  std::string waiter = "coroutine";  // scale: each waiter a coroutine or plain completion handlers
   std::string samples_dir;  // empty: none written
   bool json = false;
 };

@@ -213,11 +213,14 @@ awaitable<void> scale(session_list& sessions, const options& o, report& r) {
   waiting_room room(sessions, dir, static_cast<std::size_t>(o.locks));
   co_await room.hold_gates();
   auto rss_before = resident_bytes();
-  auto drained = co_await room.queue_and_drain(static_cast<std::size_t>(o.waiters), [&] {
-    add_value(r, "threads", static_cast<double>(process_status("Threads:")));
-    add_value(r, "rss_bytes_per_waiter",
-              static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(o.waiters));
-  });
+  auto drained = co_await room.queue_and_drain(
+      static_cast<std::size_t>(o.waiters),
+      [&] {
+        add_value(r, "threads", static_cast<double>(process_status("Threads:")));
+        add_value(r, "rss_bytes_per_waiter",
+                  static_cast<double>(resident_bytes() - rss_before) / static_cast<double>(o.waiters));
+      },
+      o.waiter == "callback" ? waiter_kind::callback : waiter_kind::coroutine);
   add_value(r, "waiters", static_cast<double>(o.waiters));
   add_value(r, "granted", static_cast<double>(drained.granted_once));
   add_value(r, "in_order", drained.in_order);

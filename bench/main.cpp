@@ -38,9 +38,11 @@ const char* usage =
     "                     C coroutines over S sessions loop on one shared_mutex, every\n"
     "                     11th a writer (10 readers : 1 writer): reads_per_s,\n"
     "                     writes_per_s, acquisitions_per_s\n"
-    "  scale --waiters W --locks L [--sessions S]\n"
+    "  scale --waiters W --locks L [--sessions S] [--waiter coroutine|callback]\n"
     "                     W waiters on one thread queue on L locks, then drain: waiters,\n"
     "                     granted, in_order, threads, rss_bytes_per_waiter, drain_s;\n"
+    "                     each waiter a coroutine (default) or plain completion\n"
+    "                     handlers (the library's cost alone);\n"
     "                     exits 1 unless every waiter got its lock once, in order\n"
     "  soak --waiters W --sessions S --acquisitions N [--cut-every-ms C]\n"
     "                     rounds of W waiters queued on one lock over S sessions,\n"
@@ -125,14 +127,22 @@ int main(int argc, char** argv) {
       o.recipe = value();
       if (o.recipe != "mutex" && o.recipe != "rw" && o.recipe != "semaphore" && o.recipe != "race")
         fail("--recipe must be mutex, rw, semaphore or race, not '" + o.recipe + "'");
+    } else if (arg == "--waiter") {
+      o.waiter = value();
+      if (o.waiter != "coroutine" && o.waiter != "callback")
+        fail("--waiter must be coroutine or callback, not '" + o.waiter + "'");
     } else if (arg == "--samples") o.samples_dir = value();
     else if (arg == "--json") o.json = true;
     else fail("unknown option '" + arg + "'");
   }
-  bool max_time_given = false;
-  for (int i = 2; i < argc; ++i) max_time_given = max_time_given || !std::strcmp(argv[i], "--max-time-ms");
-  if (max_time_given && o.local_handoff < 0) fail("--max-time-ms needs --local-handoff");
+  auto given = [&](const char* option) {
+    for (int i = 2; i < argc; ++i)
+      if (!std::strcmp(argv[i], option)) return true;
+    return false;
+  };
+  if (given("--max-time-ms") && o.local_handoff < 0) fail("--max-time-ms needs --local-handoff");
   if (o.foreign && command != "throughput") fail("--foreign is throughput's");
+  if (given("--waiter") && command != "scale") fail("--waiter is scale's");
   if (command == "ops-vs-floor") {
     zkasio::bench::run_ops_vs_floor(o);
     return 0;

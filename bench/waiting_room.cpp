@@ -72,6 +72,25 @@ awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t 
   if (release_ec) throw std::system_error(release_ec, "a waiter's release");
 }
 
+// The same waiter as plain completion handlers, without a coroutine of its
+// own: what a waiting acquire costs the library alone. `finished` is told
+// the end (an error, or nothing).
+struct callback_waiter {
+  queue_log* log;
+  std::size_t index, lock_index;
+  const std::function<void(std::exception_ptr)>* finished;
+
+  void operator()(std::error_code ec, lock held) const {
+    if (ec) return (*finished)(std::make_exception_ptr(std::system_error(ec, "a waiter's acquire")));
+    ++log->grants[index];
+    log->granted[lock_index].push_back(sequence_of(held.node()));
+    held.async_release([finished = finished](std::error_code release_ec) {
+      (*finished)(release_ec ? std::make_exception_ptr(std::system_error(release_ec, "a waiter's release"))
+                             : nullptr);
+    });
+  }
+};
+
 // Waits until `done` holds, looking every `period`; fails after `limit`.
 template <class Condition, class Describe>
 awaitable<void> wait_for(Condition done, std::chrono::milliseconds period, std::chrono::seconds limit,
@@ -103,20 +122,25 @@ awaitable<void> waiting_room::hold_gates() {
   co_await run_all(std::move(work));
 }
 
-awaitable<drain_result> waiting_room::queue_and_drain(std::size_t waiters, std::function<void()> queued) {
+awaitable<drain_result> waiting_room::queue_and_drain(std::size_t waiters, std::function<void()> queued,
+                                                      waiter_kind kind) {
   auto executor = co_await asio::this_coro::executor;
   const auto locks = paths_.size();
   queue_log log{.granted = std::vector<std::vector<detail::sequence_number>>(locks),
                 .grants = std::vector<std::uint8_t>(waiters)};
   asio::steady_timer all_finished(executor, asio::steady_timer::time_point::max());
   std::exception_ptr failure;
+  const std::function<void(std::exception_ptr)> finished = [&](std::exception_ptr e) {
+    if (e && !failure) failure = e;
+    if (++log.finished == waiters) all_finished.cancel();
+  };
   for (std::size_t i = 0; i < waiters; ++i) {
     auto lock_index = i % locks, session_index = (i / locks) % sessions_.size();
-    asio::co_spawn(executor, waiter(mutexes_[session_index][lock_index], log, i, lock_index),
-                   [&](std::exception_ptr e) {
-                     if (e && !failure) failure = e;
-                     if (++log.finished == waiters) all_finished.cancel();
-                   });
+    auto& m = mutexes_[session_index][lock_index];
+    if (kind == waiter_kind::coroutine)
+      asio::co_spawn(executor, waiter(m, log, i, lock_index), finished);
+    else
+      m.async_acquire(callback_waiter{&log, i, lock_index, &finished});
   }
   // Every waiter queued: all nodes are there, and after two more round trips
   // of each session (the first answered after every listing, the second

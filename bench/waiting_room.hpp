@@ -25,6 +25,10 @@ long heap_in_use_bytes();
 // The lock nodes under `path` (holders and waiters).
 asio::awaitable<std::size_t> lock_node_count(session& s, const std::string& path);
 
+// How each waiter is written: a coroutine (co_spawn, co_await the acquire
+// and the release), as most users write one, or plain completion handlers.
+enum class waiter_kind { coroutine, callback };
+
 struct drain_result {
   std::size_t granted_once = 0;  // waiters granted exactly once
   bool in_order = true;          // each lock granted in its queue's order
@@ -44,7 +48,8 @@ class waiting_room {
   // acquiring once and releasing at once; `queued()` runs once all wait;
   // then the gates open and every waiter is granted. Another round starts
   // with hold_gates() again.
-  asio::awaitable<drain_result> queue_and_drain(std::size_t waiters, std::function<void()> queued);
+  asio::awaitable<drain_result> queue_and_drain(std::size_t waiters, std::function<void()> queued,
+                                                waiter_kind kind = waiter_kind::coroutine);
 
  private:
   session_list& sessions_;
