@@ -147,7 +147,7 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
 
   std::shared_ptr<engine_state> m_;
   std::optional<fair_acquire> fsm_;
-  std::shared_ptr<create_reply> reply_;  // of its latest create
+  std::shared_ptr<create_reply> reply_;  // of its latest create, until answered and fed in
 
  private:
   // A handler of this attempt: on the strand, cancelled by stop(), calling
@@ -171,6 +171,9 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   void resume(fair_acquire::event e) {
     engine_world world(*m_);
     act(fsm_->resume(std::move(e), world));
+    // A create answered is the state machine's now (its node, its stat): a
+    // waiter keeps no copy (only an unanswered one tells a removal to look).
+    if (reply_ && reply_->done) reply_.reset();
   }
 
   void act(fair_acquire::action next) {
