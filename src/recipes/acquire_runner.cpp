@@ -99,10 +99,19 @@ bool busy_answer(std::error_code ec) { return ec == zk_error::throttled_op || ec
 // node_op share. Carries each action out, with the reply bound to the
 // strand and to the `pending_` signal (stop() cancels it), and feeds it back
 // in; a reply of an earlier attempt (stopped) is dropped.
-class contender_run : public std::enable_shared_from_this<contender_run> {
+class contender_run : public std::enable_shared_from_this<contender_run>, public known_nodes::gone_waiter {
  public:
   explicit contender_run(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
-  virtual ~contender_run() = default;
+
+  // The node waited for in this process is gone (known_nodes, from any
+  // thread): fed in on the strand unless that wait was stopped.
+  void node_gone(std::uint32_t token) override {
+    asio::post(m_->strand, [self = shared_from_this(), token] {
+      if (token != self->runs_ || !self->waiting_here_) return;
+      self->waiting_here_ = false;
+      self->resume(fair_acquire::gone{});
+    });
+  }
 
  protected:
   // Starts a new attempt of `who`.
@@ -123,6 +132,7 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
     if (reply_ && !reply_->done) reply_->abandoned = true;
     pending_.emit(asio::cancellation_type::terminal);
     stop_own_watch();
+    stop_local_wait();
   }
   // The attempt as the engine's other parts take it (the hold it becomes,
   // or its removal), written into `a`.
@@ -271,17 +281,29 @@ class contender_run : public std::enable_shared_from_this<contender_run> {
   }
 
   // Waits for `name` to go: in this process when it is a node of the same
-  // session (known_nodes), else with a watch on the server.
+  // session (known_nodes: an entry of a few bytes, told by node_gone), else
+  // with a watch on the server.
   void wait_gone(const std::string& name, bool here) {
-    auto gone = [](std::error_code ec) -> fair_acquire::event { return fair_acquire::gone{ec}; };
-    if (!here) return m_->s.async_wait_deleted(m_->full(name), reply(gone));
-    m_->known->wait_gone(name, m_->strand, make_completion<>(reply(gone), m_->strand, m_->strand, read_cancellation));
+    if (!here)
+      return m_->s.async_wait_deleted(m_->full(name), reply([](std::error_code ec) -> fair_acquire::event {
+                                        return fair_acquire::gone{ec};
+                                      }));
+    // Nothing of this wait is bound to `pending_`: the slot may still hold
+    // the handler of the request answered last (a timer's wait does not
+    // clear it), which stop() must not call.
+    pending_.slot().clear();
+    waiting_here_ = true;
+    m_->known->wait_gone(name, std::static_pointer_cast<gone_waiter>(shared_from_this()), runs_);
+  }
+  void stop_local_wait() {
+    if (std::exchange(waiting_here_, false)) m_->known->forget_wait(fsm_->predecessor(), this);
   }
 
   asio::cancellation_signal pending_;  // the pending request's
   std::uint32_t runs_ = 0;             // counts attempts, and stops: replies of another are dropped
   asio::cancellation_signal own_watch_stop_, own_check_stop_;  // the own node's watch and its exists
   std::uint32_t own_runs_ = 0;  // counts the own node's watches stopped: their late replies are dropped
+  bool waiting_here_ = false;   // on a node of its session, in this process (wait_gone)
 };
 
 // One acquire of a fair queue (start_acquire), from the caller's operation

@@ -166,6 +166,7 @@ class fair_acquire {
   const contender& who() const noexcept { return c_; }
   // What is known of its node: set by the create's reply (or found by uuid).
   const lock_node& node() const noexcept { return node_; }
+  const std::string& predecessor() const noexcept { return predecessor_; }  // the node waited for
   const node_stat& stat() const noexcept { return stat_; }
   std::uint64_t generation() const noexcept { return generation_; }
   bool submitted() const noexcept { return submitted_; }  // a create may have taken effect

@@ -1,4 +1,3 @@
-#include <asio/post.hpp>
 #include <utility>
 
 #include "known_nodes.hpp"
@@ -134,23 +133,23 @@ bool known_nodes::owned_by(std::string_view name, const session_ref& owner) cons
   return it != entries_.end() && it->second.owner.same_as(owner);
 }
 
-void known_nodes::wait_gone(std::string_view name, const asio::any_io_executor& executor,
-                            completion_ptr<> done) {
+void known_nodes::wait_gone(std::string_view name, std::shared_ptr<gone_waiter> waiter, std::uint32_t token) {
   {
     std::lock_guard lock(guard_);
     auto it = find(name);
     // (A session that ended has no more waits to end: session_ended was said.)
     if (it != entries_.end() && !it->second.owner.ended()) {
-      it->second.waiters.push_back({done, executor});
-      done->on_cancel = [this, at = it->first, raw = done.get()] {
-        std::lock_guard lock(guard_);
-        if (auto found = entries_.find(at); found != entries_.end())
-          std::erase_if(found->second.waiters, [raw](auto& w) { return w.done.get() == raw; });
-      };
+      it->second.waiters.push_back({std::move(waiter), token});
       return;
     }
   }
-  asio::post(executor, [done] { done->complete({}); });
+  waiter->node_gone(token);
+}
+
+void known_nodes::forget_wait(std::string_view name, const gone_waiter* waiter) {
+  std::lock_guard lock(guard_);
+  if (auto it = find(name); it != entries_.end())
+    std::erase_if(it->second.waiters, [waiter](const local_waiter& w) { return w.waiter.get() == waiter; });
 }
 
 std::size_t known_nodes::size() const {
@@ -164,7 +163,7 @@ void known_nodes::erase(entries::iterator it, std::vector<local_waiter>& woken) 
 }
 
 void known_nodes::wake(std::vector<local_waiter>& woken) {
-  for (auto& w : woken) asio::post(w.executor, [done = std::move(w.done)] { done->complete({}); });
+  for (auto& w : woken) w.waiter->node_gone(w.token);
 }
 
 }  // namespace zkasio::detail

@@ -44,7 +44,6 @@
 // Thread-safe: mutexes on other strands and threads share it (one std::mutex).
 #pragma once
 
-#include <asio/any_io_executor.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,7 +51,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <zkasio/detail/completion.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/detail/session_core.hpp>
 
@@ -104,17 +102,29 @@ class known_nodes {
   // Whether `name` is known as a node of the session `owner`.
   bool owned_by(std::string_view name, const session_ref& owner) const;
 
-  // Completes `done` on `executor` once the node `name` is gone (at once if it
-  // is not known). Cancelling `done` on `executor` withdraws the wait.
-  void wait_gone(std::string_view name, const asio::any_io_executor& executor, completion_ptr<> done);
+  // A wait here for a known node's end: told once, from whichever thread
+  // learnt it (the waiter takes the news to its own strand), with the token
+  // it gave, so that it can tell an earlier wait's news from the current's.
+  // An entry of a few bytes per waiter: a session's thousands of waiters
+  // wait here.
+  struct gone_waiter {
+    virtual ~gone_waiter() = default;
+    virtual void node_gone(std::uint32_t token) = 0;
+  };
+  // Tells `waiter` once the node `name` is gone (from this call if it is not
+  // known). The wait holds its waiter until then (or until withdrawn): a
+  // waiting acquire is owned by nothing else.
+  void wait_gone(std::string_view name, std::shared_ptr<gone_waiter> waiter, std::uint32_t token);
+  // Withdraws `waiter`'s wait on `name` (it stopped waiting): nothing is told.
+  void forget_wait(std::string_view name, const gone_waiter* waiter);
 
   // Entries, for tests.
   std::size_t size() const;
 
  private:
   struct local_waiter {
-    completion_ptr<> done;
-    asio::any_io_executor executor;
+    std::shared_ptr<gone_waiter> waiter;
+    std::uint32_t token = 0;
   };
   struct entry {
     node_kind kind;

@@ -531,38 +531,47 @@ TEST_CASE("known nodes: waiting for a node to go, and withdrawing the wait") {
   auto n1 = parsed(node(uuid_a, "0000000001")), n2 = parsed(node(uuid_b, "0000000002"));
   known.add(n1, ref_of(core));
   known.add(n2, ref_of(core));
-  std::vector<std::error_code> results;
-  auto waiter = [&](std::error_code ec) { results.push_back(ec); };
-  auto executor = io.get_executor();
-  auto completion = [&](auto handler) {
-    return make_completion<>(std::move(handler), executor, executor, read_cancellation);
+  // Records the tokens it is told.
+  struct recorder final : known_nodes::gone_waiter {
+    std::vector<std::uint32_t> told;
+    void node_gone(std::uint32_t token) override { told.push_back(token); }
   };
-  known.wait_gone(n1.name, executor, completion(waiter));
-  asio::cancellation_signal cancel;
-  known.wait_gone(n2.name, executor, completion(asio::bind_cancellation_slot(cancel.slot(), waiter)));
-  known.wait_gone(node(uuid_c, "0000000003"), executor, completion(waiter));  // not known: at once
-  io.poll();
-  io.restart();
-  CHECK(results == std::vector<std::error_code>{{}});
+  auto first = std::make_shared<recorder>(), second = std::make_shared<recorder>();
+  known.wait_gone(n1.name, first, 1);
+  known.wait_gone(n2.name, second, 2);
+  known.wait_gone(node(uuid_c, "0000000003"), first, 3);  // not known: at once
+  CHECK(first->told == std::vector<std::uint32_t>{3});
   known.gone(n1.name);
-  cancel.emit(asio::cancellation_type::terminal);
-  io.poll();
-  io.restart();
-  REQUIRE(results.size() == 3);
-  CHECK(!results[1]);
-  CHECK(results[2] == asio::error::operation_aborted);
-  known.gone(n2.name);  // the withdrawn wait is not completed twice
-  io.poll();
-  io.restart();
-  CHECK(results.size() == 3);
+  CHECK(first->told == std::vector<std::uint32_t>{3, 1});
+  known.forget_wait(n2.name, second.get());
+  known.gone(n2.name);  // the withdrawn wait is not told
+  CHECK(second->told.empty());
+  // The wait holds its waiter (nothing else may own a waiting acquire) until
+  // it is told, or withdrawn.
+  auto n4 = parsed(node(uuid_a, "0000000004"));
+  known.add(n4, ref_of(core));
+  auto held = std::make_shared<recorder>();
+  std::weak_ptr<recorder> watched = held;
+  known.wait_gone(n4.name, std::exchange(held, nullptr), 4);
+  REQUIRE_FALSE(watched.expired());
+  CHECK(watched.lock()->told.empty());
+  known.gone(n4.name);
+  CHECK(watched.expired());
+  auto n5 = parsed(node(uuid_a, "0000000005"));
+  known.add(n5, ref_of(core));
+  held = std::make_shared<recorder>();
+  watched = held;
+  known.wait_gone(n5.name, held, 5);
+  known.forget_wait(n5.name, std::exchange(held, nullptr).get());
+  CHECK(watched.expired());
+  known.gone(n5.name);
 
   // The session ends: every local wait on its nodes ends with it.
   auto n3 = parsed(node(uuid_c, "0000000003"));
   known.add(n3, ref_of(core));
-  known.wait_gone(n3.name, executor, completion(waiter));
+  known.wait_gone(n3.name, second, 5);
   known.session_ended(ref_of(core), false);
-  io.poll();
-  CHECK(results.size() == 4);
+  CHECK(second->told == std::vector<std::uint32_t>{5});
   CHECK(known.size() == 1);  // closed, not expired: the node may still be there
 }
 
