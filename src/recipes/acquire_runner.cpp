@@ -192,6 +192,10 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     // The own node's watch lives while the acquire waits; past a grant too,
     // where the holder's monitor shares it (one watch per node and kind).
     if (!std::holds_alternative<fa::wait_gone>(next) && !std::holds_alternative<fa::grant>(next)) stop_own_watch();
+    // A wait in this process ends with any next step (its own node's watch
+    // may end it first: lock_lost), lest its entry keep this runner and tell
+    // it of a wait it no longer has.
+    stop_local_wait();
     if (auto* c = std::get_if<fa::connect>(&next)) return connect(c->after);
     if (std::holds_alternative<fa::create_and_list>(next)) return create_and_list();
     if (std::holds_alternative<fa::list>(next)) return list();
