@@ -53,21 +53,26 @@ awaitable<std::size_t> lock_node_count(session& s, const std::string& path) {
 
 namespace {
 
-struct queue_log {
-  std::vector<std::vector<detail::sequence_number>> granted;  // per lock: in grant order
-  std::vector<std::uint8_t> grants;                           // per waiter
-  std::size_t finished = 0;
-};
-
 detail::sequence_number sequence_of(const std::string& node) {
   return detail::parse_lock_node(node.substr(node.rfind('/') + 1))->sequence;
 }
 
+struct queue_log {
+  std::vector<std::vector<detail::sequence_number>> granted;  // per lock: in grant order
+  std::vector<std::uint8_t> grants;                           // per waiter
+  std::size_t finished = 0;
+
+  // Waiter `index`, of the lock `lock_index`, was granted `held`.
+  void record_grant(std::size_t index, std::size_t lock_index, const lock& held) {
+    ++grants[index];
+    granted[lock_index].push_back(sequence_of(held.node()));
+  }
+};
+
 awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
   auto [ec, held] = co_await m.async_acquire(as_tuple(use_awaitable));
   if (ec) throw std::system_error(ec, "a waiter's acquire");
-  ++log.grants[index];
-  log.granted[lock_index].push_back(sequence_of(held.node()));
+  log.record_grant(index, lock_index, held);
   auto [release_ec] = co_await held.async_release(as_tuple(use_awaitable));
   if (release_ec) throw std::system_error(release_ec, "a waiter's release");
 }
@@ -82,8 +87,7 @@ struct callback_waiter {
 
   void operator()(std::error_code ec, lock held) const {
     if (ec) return (*finished)(std::make_exception_ptr(std::system_error(ec, "a waiter's acquire")));
-    ++log->grants[index];
-    log->granted[lock_index].push_back(sequence_of(held.node()));
+    log->record_grant(index, lock_index, held);
     held.async_release([finished = finished](std::error_code release_ec) {
       (*finished)(release_ec ? std::make_exception_ptr(std::system_error(release_ec, "a waiter's release"))
                              : nullptr);

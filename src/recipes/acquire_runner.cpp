@@ -161,13 +161,17 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
 
  private:
   // A handler of this attempt: on the strand, cancelled by stop(), calling
-  // f(values...) unless the attempt is over.
+  // f(values...) unless the attempt is over. Answered, its request leaves
+  // `pending_` (Asio's timers leave their handler in the slot, and stop()
+  // must not call what belongs to a request already answered).
   template <class F>
   auto on_strand(F f) {
     return asio::bind_cancellation_slot(
         pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = runs_,
                                                           f = std::move(f)](auto&&... values) mutable {
-          if (at == self->runs_) f(*self, std::forward<decltype(values)>(values)...);
+          if (at != self->runs_) return;
+          self->pending_.slot().clear();
+          f(*self, std::forward<decltype(values)>(values)...);
         }));
   }
   // A reply's handler: fed back in as make_event(values...).
@@ -292,10 +296,6 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
       return m_->s.async_wait_deleted(m_->full(name), reply([](std::error_code ec) -> fair_acquire::event {
                                         return fair_acquire::gone{ec};
                                       }));
-    // Nothing of this wait is bound to `pending_`: the slot may still hold
-    // the handler of the request answered last (a timer's wait does not
-    // clear it), which stop() must not call.
-    pending_.slot().clear();
     waiting_here_ = true;
     m_->known->wait_gone(name, std::static_pointer_cast<gone_waiter>(shared_from_this()), runs_);
   }
