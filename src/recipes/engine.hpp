@@ -267,7 +267,7 @@ struct attempt {
   // write lock can pass the read lock; the write node does not block it.
   std::optional<std::string> downgrade_of{};  // the write node's name
   std::int64_t downgrade_token = 0;          // the write grant's fencing token
-  std::string uuid{};
+  uuid_text uuid{};
   std::string data{};  // written into the node
   // Granted only once its node is seen owned by this session (an election:
   // Curator's CURATOR-696 granted leadership on a node of an earlier session).

@@ -79,7 +79,7 @@ class fair_acquire {
   // What the acquire is: filled in by its maker, read by the runner.
   struct contender {
     node_kind kind = node_kind::lock;
-    std::string uuid{};
+    uuid_text uuid{};
     // A downgrade (a write holder's read lock): the node takes the write
     // node's sequence and is not blocked by it.
     std::optional<std::string> downgrade_of{};

@@ -124,6 +124,11 @@ std::string lock_node_prefix(std::string_view uuid, node_kind kind) {
   return std::string(protected_prefix) + std::string(uuid) + "-" + std::string(lock_name(kind));
 }
 
+std::string_view lock_node::uuid() const noexcept {
+  if (name.size() < protected_prefix.size() + uuid_length) return {};
+  return std::string_view(name).substr(protected_prefix.size(), uuid_length);
+}
+
 std::optional<lock_node> parse_lock_node(std::string_view name) {
   const std::size_t head = protected_prefix.size() + uuid_length + 1;  // "_c_<uuid>-"
   if (name.size() < head || name.substr(0, protected_prefix.size()) != protected_prefix ||
@@ -137,7 +142,7 @@ std::optional<lock_node> parse_lock_node(std::string_view name) {
     if (rest.substr(0, lock.size()) != lock) continue;
     auto sequence = parse_sequence(rest.substr(lock.size()));
     if (!sequence) return std::nullopt;
-    return lock_node{std::string(name), std::string(uuid), kind, *sequence};
+    return lock_node{std::string(name), kind, *sequence};
   }
   return std::nullopt;
 }
@@ -214,7 +219,7 @@ room_verdict room_for(const std::vector<std::string>& children, const std::vecto
 }
 
 const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid) {
-  auto found = std::find_if(queue.begin(), queue.end(), [&](const lock_node& node) { return node.uuid == uuid; });
+  auto found = std::find_if(queue.begin(), queue.end(), [&](const lock_node& node) { return node.uuid() == uuid; });
   return found == queue.end() ? nullptr : &*found;
 }
 

@@ -24,7 +24,7 @@ void fuzz_lock_names(const std::uint8_t* data, std::size_t size) {
     if (!node) continue;
     FUZZ_CHECK(node->name == name);
     // What a contender creates, with the server's suffix, is this name again.
-    auto prefix = lock_node_prefix(node->uuid, node->kind);
+    auto prefix = lock_node_prefix(node->uuid(), node->kind);
     FUZZ_CHECK(name.substr(0, prefix.size()) == prefix);
     auto sequence = parse_sequence(std::string_view(name).substr(prefix.size()));
     FUZZ_CHECK(sequence && *sequence == node->sequence);

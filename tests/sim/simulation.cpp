@@ -422,11 +422,11 @@ class simulation final : public acquire_world {
   }
   // By name when its reply named it (found gone: known gone), else found by
   // its uuid, only while it is its session's (delete_node, remove_attempt_node).
-  void remove_mine(int s, std::string uuid, std::uint64_t gen, std::string name) {
+  void remove_mine(int s, uuid_text uuid, std::uint64_t gen, std::string name) {
     submit(s, [this, s, uuid, gen, name] {
       if (sessions_[s].generation != gen) return;  // went with its session
       for (auto& [server_name, n] : server_)
-        if (n.node.uuid == uuid && n.owner == sessions_[s].id) {
+        if (n.node.uuid() == uuid && n.owner == sessions_[s].id) {
           auto gone_name = server_name;
           erase_node(gone_name);
           forget(gone_name);

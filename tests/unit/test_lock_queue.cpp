@@ -45,7 +45,7 @@ TEST_CASE("lock node names are Curator's protected names") {
   CHECK(lock_node_prefix(uuid_a) == "_c_" + uuid_a + "-lock-");
   auto parsed = parse_lock_node(node(uuid_a, "0000000042"));
   REQUIRE(parsed.has_value());
-  CHECK(parsed->uuid == uuid_a);
+  CHECK(parsed->uuid() == uuid_a);
   CHECK(parsed->sequence == 42);
 
   const std::vector<std::string> bad_names{"", "lock-0000000001", "_c_" + uuid_a + "-lock-", node(uuid_a, "00000001"),
@@ -102,9 +102,9 @@ TEST_CASE("the queue is ordered by sequence number, not by name, and ignores oth
                                     "_c_junk", node(uuid_b, "0000000002"), "lock-0000000001"};
   auto queue = lock_queue(children);
   REQUIRE(queue.size() == 3);
-  CHECK(queue[0].uuid == uuid_b);
-  CHECK(queue[1].uuid == uuid_c);
-  CHECK(queue[2].uuid == uuid_a);
+  CHECK(queue[0].uuid() == uuid_b);
+  CHECK(queue[1].uuid() == uuid_c);
+  CHECK(queue[2].uuid() == uuid_a);
 }
 
 TEST_CASE("the queue follows the server's counter across its wraps") {

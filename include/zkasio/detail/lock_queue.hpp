@@ -3,7 +3,9 @@
 // contender does given a listing of the lock's children.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,16 +62,41 @@ constexpr bool blocks(node_kind mine, node_kind other) noexcept {
 }
 
 // "_c_<uuid>-<lock name><sequence>": Curator's protected name for a contender.
+// (The uuid is read out of the name, not kept apart: a listing of thousands
+// of contenders holds one string per node.)
 struct lock_node {
   std::string name;
-  std::string uuid;
   node_kind kind = node_kind::lock;
   sequence_number sequence = 0;
+
+  // The uuid in the name of a parsed node ("" for another name).
+  std::string_view uuid() const noexcept;
 };
 
 // A random (version 4) UUID in canonical text form; never the same in a
 // forked child as in its parent.
 std::string make_uuid();
+
+// A contender's uuid as text, held inline: every waiting contender keeps
+// one, and a string of 36 characters would be one more allocation each.
+class uuid_text {
+ public:
+  static constexpr std::size_t length = 36;
+  uuid_text() = default;
+  // The first `length` characters of `text`.
+  template <class Text>
+    requires std::convertible_to<const Text&, std::string_view>
+  uuid_text(const Text& text) {  // NOLINT: converts as a string does
+    std::string_view view = text;
+    size_ = static_cast<std::uint8_t>(view.copy(chars_.data(), length));
+  }
+  operator std::string_view() const noexcept { return {chars_.data(), size_}; }
+  std::string_view view() const noexcept { return *this; }
+
+ private:
+  std::array<char, length> chars_{};
+  std::uint8_t size_ = 0;
+};
 // What a contender passes to a sequential create: "_c_<uuid>-<lock name>".
 std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);
 // The node's parts, or nullopt for a name that is no contender's node.
