@@ -38,6 +38,7 @@
 #include "busy_backoff.hpp"
 #include "known_nodes.hpp"
 #include "local_turns.hpp"
+#include "queue_rule.hpp"
 #include "strand_latch.hpp"
 
 namespace zkasio::detail {

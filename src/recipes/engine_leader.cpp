@@ -127,7 +127,7 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
 }
 
 asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
-  if (auto parsed = parse_lock_node(node); !parsed || !in_family(parsed->kind, state->family))
+  if (auto parsed = parse_lock_node(node); !parsed || !queue_rule::of(state->family).in_queue(parsed->kind))
     co_return std::make_tuple(make_error_code(error::not_held));
   auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));

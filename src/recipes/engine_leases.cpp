@@ -31,7 +31,7 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
     if (ec) co_return ec;
     std::vector<std::string> names;
     for (auto& a : mine) names.push_back(a.node.name);
-    switch (room_for(kids.names, names, max)) {
+    switch (lease_queue.room_for(kids.names, names, max)) {
       case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
       case room_verdict::granted:
         if (session_sure(*m)) co_return std::error_code{};

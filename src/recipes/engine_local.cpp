@@ -1,6 +1,6 @@
 // A mutex's in-process handoff (lock_options::local_handoff): the lock
 // object's contenders take turns under one node, handed over in memory
-// (see local_run in engine.hpp, next_after_release in lock_queue.hpp).
+// (see local_run in engine.hpp, mutex_rule::next_after_release in queue_rule.hpp).
 #include "engine.hpp"
 
 namespace zkasio::detail {
@@ -54,7 +54,7 @@ bool hand_off(const std::shared_ptr<hold>& h) {
   auto& m = *h->engine;
   const auto& bound = *m.options.local_handoff;
   auto next = next_waiter(m.run);
-  if (next_after_release(h->budget, bound.max_run, bound.max_time, next.has_value(), hold_sure(*h),
+  if (mutex_queue.next_after_release(h->budget, bound.max_run, bound.max_time, next.has_value(), hold_sure(*h),
                          std::chrono::steady_clock::now()) == after_release::delete_node) {
     if (next) m.run.waiting.push_front(std::move(*next));
     return false;

@@ -12,7 +12,7 @@
 //   reply was lost is found by its uuid (after a sync, in a listing, then
 //   its owner checked) and never taken from another session; no parent:
 //   the parents are made (at most 3 times: a container may go again);
-// - the queue's rule (decide, lock_queue.hpp) says: held, wait for a
+// - the queue's rule (decide, queue_rule.hpp) says: held, wait for a
 //   predecessor (in this process when it is a node of the same session,
 //   else with a watch), or missing (lock_lost);
 // - a predecessor gone: the known nodes below are walked (known_nodes), or
@@ -37,6 +37,8 @@
 #include <variant>
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
+
+#include "queue_rule.hpp"
 #include <zkasio/operations.hpp>
 
 namespace zkasio::detail {

@@ -100,6 +100,7 @@ known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_
     // Down from mine, entry by entry, circularly (the counter may have
     // wrapped between two nodes), until an entry that is not before mine:
     // at most once round.
+    const auto& rule = queue_rule::of(mine.kind);
     key cursor{mine.sequence, {}};
     for (auto steps = entries_.size(); steps > 0 && !entries_.empty(); --steps) {
       auto it = entries_.lower_bound(cursor);
@@ -112,8 +113,7 @@ known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_
         continue;
       }
       // (Another recipe's node on the same path is no part of this queue.)
-      if (!same_family(mine.kind, it->second.kind) || !blocks(mine.kind, it->second.kind) ||
-          it->first.second == exempt)
+      if (!rule.in_queue(it->second.kind) || !rule.blocks(mine.kind, it->second.kind) || it->first.second == exempt)
         continue;
       result.what = it->second.owner.connected() ? below_result::node : below_result::relist;
       result.name = it->first.second;

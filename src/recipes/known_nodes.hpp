@@ -52,6 +52,8 @@
 #include <string_view>
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
+
+#include "queue_rule.hpp"
 #include <zkasio/detail/session_core.hpp>
 
 namespace zkasio::detail {
@@ -90,7 +92,7 @@ class known_nodes {
   queue_view view(std::vector<lock_node> queue) const;
 
   // The nearest known node below `mine` that may still be there and blocks
-  // it (lock_queue.hpp's blocks; not `exempt`), for a walk down the queue
+  // it (its recipe's rule, queue_rule.hpp; not `exempt`), for a walk down the queue
   // (entries of sessions that are over are dropped on the way).
   struct below_result {
     enum { first, node, relist } what = first;  // relist: a session not connected is below

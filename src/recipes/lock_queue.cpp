@@ -6,6 +6,8 @@
 #include <random>
 #include <zkasio/detail/lock_queue.hpp>
 
+#include "queue_rule.hpp"
+
 namespace zkasio::detail {
 namespace {
 
@@ -103,23 +105,6 @@ std::string_view lock_name(node_kind kind) noexcept {
   return "lock-";
 }
 
-bool in_family(node_kind kind, queue_family family) noexcept {
-  switch (family) {
-    case queue_family::read_write: return kind == node_kind::read || kind == node_kind::write;
-    case queue_family::semaphore: return kind == node_kind::lease;
-    case queue_family::election: return kind == node_kind::latch;
-    case queue_family::race: return false;
-    case queue_family::mutex: break;
-  }
-  return kind == node_kind::lock;
-}
-
-bool same_family(node_kind a, node_kind b) noexcept {
-  for (auto family : {queue_family::mutex, queue_family::read_write, queue_family::semaphore, queue_family::election})
-    if (in_family(a, family)) return in_family(b, family);
-  return false;
-}
-
 std::string lock_node_prefix(std::string_view uuid, node_kind kind) {
   return std::string(protected_prefix) + std::string(uuid) + "-" + std::string(lock_name(kind));
 }
@@ -150,8 +135,9 @@ std::optional<lock_node> parse_lock_node(std::string_view name) {
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children, queue_family family) {
   std::vector<lock_node> queue;
   std::vector<sequence_number> sequences;
+  const auto& rule = queue_rule::of(family);
   for (const auto& child : children)
-    if (auto node = parse_lock_node(child); node && in_family(node->kind, family)) {
+    if (auto node = parse_lock_node(child); node && rule.in_queue(node->kind)) {
       sequences.push_back(node->sequence);
       queue.push_back(std::move(*node));
     }
@@ -160,76 +146,11 @@ std::vector<lock_node> lock_queue(const std::vector<std::string>& children, queu
   return queue;
 }
 
-queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known) {
-  queue_view view{std::move(queue), {}, {}, {}};
-  auto size = view.nodes.size();
-  view.others_before.reserve(size);
-  view.other_writers_before.reserve(size);
-  view.writer_before.reserve(size);
-  std::uint32_t others = 0, other_writers = 0, writer = queue_view::none;
-  for (std::uint32_t i = 0; i < size; ++i) {
-    const auto& node = view.nodes[i];
-    view.others_before.push_back(others);
-    view.other_writers_before.push_back(other_writers);
-    view.writer_before.push_back(writer);
-    bool is_writer = node.kind == node_kind::write;
-    if (!known(node)) {
-      ++others;
-      other_writers += is_writer;
-    }
-    if (is_writer) writer = i;
-  }
-  return view;
-}
-
-lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt) {
-  auto& nodes = queue.nodes;
-  if (nodes.empty()) return {};
-  queue_order order{nodes.front().sequence};
-  auto it = std::lower_bound(nodes.begin(), nodes.end(), mine, order);
-  if (it == nodes.end() || it->name != mine.name) return {};
-  auto index = static_cast<std::uint32_t>(it - nodes.begin());
-  if (mine.kind == node_kind::read) {
-    // Only writers ahead block a reader (so readers never wait on later
-    // writers, nor on one another; a downgrade's read node, the one node that
-    // can appear ahead after a listing, never blocks a reader).
-    auto writer = queue.writer_before[index];
-    while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.writer_before[writer];
-    if (writer == queue_view::none) return {.what = lock_verdict::held};
-    return {.what = lock_verdict::wait,
-            .predecessor = nodes[writer].name,
-            .relist_after = queue.other_writers_before[writer] > 0};
-  }
-  if (index == 0) return {.what = lock_verdict::held};
-  // Another process's writer ahead may downgrade: its read node would take
-  // the writer's own sequence, after this listing (shared_mutex.hpp).
-  auto predecessor = index - 1;
-  bool unknown_writer = nodes[predecessor].kind == node_kind::write &&
-                        queue.others_before[index] > queue.others_before[predecessor];
-  return {.what = lock_verdict::wait,
-          .predecessor = nodes[predecessor].name,
-          .relist_after = queue.others_before[predecessor] > 0 || unknown_writer};
-}
-
-room_verdict room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
-                      std::size_t max) {
-  for (const auto& name : mine)
-    if (std::find(children.begin(), children.end(), name) == children.end()) return room_verdict::missing;
-  return children.size() <= max ? room_verdict::granted : room_verdict::wait;
-}
-
-const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid) {
-  auto found = std::find_if(queue.begin(), queue.end(), [&](const lock_node& node) { return node.uuid() == uuid; });
-  return found == queue.end() ? nullptr : &*found;
-}
-
-after_release next_after_release(const local_run_budget& budget, std::size_t max_run,
-                                 std::chrono::milliseconds max_time, bool local_waiting, bool node_sure,
-                                 std::chrono::steady_clock::time_point now) {
-  if (!local_waiting || !node_sure) return after_release::delete_node;
-  if (!budget.other_seen) return after_release::hand_off;
-  bool within = budget.handed_since < max_run && now - *budget.other_seen < max_time;
-  return within ? after_release::hand_off : after_release::delete_node;
+std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node) {
+  if (queue.empty()) return std::nullopt;
+  auto it = std::lower_bound(queue.begin(), queue.end(), node, queue_order{queue.front().sequence});
+  if (it == queue.end() || it->name != node.name) return std::nullopt;
+  return static_cast<std::size_t>(it - queue.begin());
 }
 
 }  // namespace zkasio::detail

@@ -8,6 +8,8 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
+#include "recipes/queue_rule.hpp"
+
 #include "fuzz/fuzz_check.hpp"
 
 using namespace zkasio::detail;
@@ -32,13 +34,14 @@ void fuzz_lock_names(const std::uint8_t* data, std::size_t size) {
   for (auto family : {queue_family::mutex, queue_family::read_write, queue_family::semaphore,
                       queue_family::election}) {
     auto queue = lock_queue(children, family);
+    const auto& rule = queue_rule::of(family);
     // Exactly the valid names of the family, each once.
     std::size_t expected = 0;
     for (auto& name : children)
-      if (auto node = parse_lock_node(name); node && in_family(node->kind, family)) ++expected;
+      if (auto node = parse_lock_node(name); node && rule.in_queue(node->kind)) ++expected;
     FUZZ_CHECK(queue.size() == expected);
     for (auto& node : queue) {
-      FUZZ_CHECK(in_family(node.kind, family));
+      FUZZ_CHECK(rule.in_queue(node.kind));
       FUZZ_CHECK(std::count(children.begin(), children.end(), node.name) >= 1);
     }
     // One circular order: the distances from the first, as the counter runs, never decrease.

@@ -137,7 +137,7 @@ class simulation final : public acquire_world {
         forget(name);
         continue;
       }
-      if (!blocks(mine.kind, e.kind) || name == exempt) continue;
+      if (!queue_rule::of(mine.kind).blocks(mine.kind, e.kind) || name == exempt) continue;
       if (!sessions_[e.session].connected) return {below_result::relist, {}};
       return {below_result::node, name};
     }

@@ -13,6 +13,7 @@
 #include <zkasio/detail/lock_queue.hpp>
 
 #include "recipes/known_nodes.hpp"
+#include "recipes/queue_rule.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;
@@ -193,12 +194,12 @@ TEST_CASE("known nodes below the predecessor need no new listing") {
 TEST_CASE("a semaphore's room: every child takes a slot, and all of mine must be there") {
   auto l1 = node_at(uuid_a, 1, node_kind::lease), l2 = node_at(uuid_b, 2, node_kind::lease),
        l3 = node_at(uuid_c, 3, node_kind::lease);
-  CHECK(room_for({l1, l2}, {l2}, 2) == room_verdict::granted);
-  CHECK(room_for({l1, l2, l3}, {l3}, 2) == room_verdict::wait);
-  CHECK(room_for({l1, l2, l3}, {l2, l3}, 3) == room_verdict::granted);  // several at once
-  CHECK(room_for({l1, l3}, {l2, l3}, 3) == room_verdict::missing);     // one of mine deleted
-  CHECK(room_for({l1, "garbage", l2}, {l2}, 2) == room_verdict::wait);  // as Curator counts
-  CHECK(room_for({}, {l1}, 1) == room_verdict::missing);
+  CHECK(lease_queue.room_for({l1, l2}, {l2}, 2) == room_verdict::granted);
+  CHECK(lease_queue.room_for({l1, l2, l3}, {l3}, 2) == room_verdict::wait);
+  CHECK(lease_queue.room_for({l1, l2, l3}, {l2, l3}, 3) == room_verdict::granted);  // several at once
+  CHECK(lease_queue.room_for({l1, l3}, {l2, l3}, 3) == room_verdict::missing);     // one of mine deleted
+  CHECK(lease_queue.room_for({l1, "garbage", l2}, {l2}, 2) == room_verdict::wait);  // as Curator counts
+  CHECK(lease_queue.room_for({}, {l1}, 1) == room_verdict::missing);
 }
 
 TEST_CASE("finding a node by its uuid after a lost create reply") {
@@ -254,7 +255,28 @@ TEST_CASE("election candidates are Curator's LeaderLatch names: their own queue,
   auto last = decide(queue, *parse_lock_node(l4));
   CHECK(last.what == lock_verdict::wait);
   CHECK(last.predecessor == l3);
-  CHECK_FALSE(same_family(node_kind::latch, node_kind::lock));
+  CHECK_FALSE(queue_rule::of(queue_family::election).in_queue(node_kind::lock));
+}
+
+TEST_CASE("one rule per recipe: each kind of node is of one recipe's queue, and its rule is the one it is decided by") {
+  const node_kind kinds[] = {node_kind::lock, node_kind::read, node_kind::write, node_kind::lease, node_kind::latch};
+  const queue_family families[] = {queue_family::mutex, queue_family::read_write, queue_family::semaphore,
+                                   queue_family::election, queue_family::race};
+  for (auto kind : kinds) {
+    int queues = 0;
+    for (auto family : families)
+      if (queue_rule::of(family).in_queue(kind)) {
+        ++queues;
+        CHECK(&queue_rule::of(kind) == &queue_rule::of(family));
+      }
+    CHECK(queues == 1);
+    CHECK_FALSE(queue_rule::of(queue_family::race).in_queue(kind));  // the race recipes queue nothing
+  }
+  // Only a reader is let past a node ahead: by a reader; a writer blocks everyone.
+  CHECK_FALSE(read_write_queue.blocks(node_kind::read, node_kind::read));
+  CHECK(read_write_queue.blocks(node_kind::read, node_kind::write));
+  CHECK(read_write_queue.blocks(node_kind::write, node_kind::read));
+  CHECK(mutex_queue.blocks(node_kind::lock, node_kind::lock));
 }
 
 TEST_CASE("read/write verdicts: a writer waits for the node just ahead, a reader for the nearest writer ahead") {
@@ -358,7 +380,7 @@ TEST_CASE("read/write verdicts agree with the rule written plainly, for random q
       // The nearest node ahead that blocks mine; unknown blocking nodes ahead of it.
       std::optional<std::size_t> nearest;
       for (std::size_t j = i; j-- > 0;)
-        if (blocks(mine.kind, parsed(names[j]).kind)) {
+        if (read_write_queue.blocks(mine.kind, parsed(names[j]).kind)) {
           nearest = j;
           break;
         }
@@ -371,7 +393,7 @@ TEST_CASE("read/write verdicts agree with the rule written plainly, for random q
       }
       bool unknown_ahead = false;
       for (std::size_t j = 0; j < *nearest; ++j)
-        unknown_ahead = unknown_ahead || (blocks(mine.kind, parsed(names[j]).kind) && !known.count(names[j]));
+        unknown_ahead = unknown_ahead || (read_write_queue.blocks(mine.kind, parsed(names[j]).kind) && !known.count(names[j]));
       // A writer ahead that this process does not know may downgrade: its read
       // node would appear at its place, and block a writer.
       bool may_downgrade = mine.kind == node_kind::write && parsed(names[*nearest]).kind == node_kind::write &&
@@ -578,11 +600,10 @@ TEST_CASE("known nodes: waiting for a node to go, and withdrawing the wait") {
 TEST_CASE("local handoff's rule: hand over while the node is sure and the bound allows, from another's sight on") {
   using zkasio::detail::after_release;
   using zkasio::detail::local_run_budget;
-  using zkasio::detail::next_after_release;
   using namespace std::chrono_literals;
   auto now = std::chrono::steady_clock::now();
   auto next = [&](local_run_budget budget, bool waiting = true, bool sure = true) {
-    return next_after_release(budget, 2, 10ms, waiting, sure, now);
+    return mutex_queue.next_after_release(budget, 2, 10ms, waiting, sure, now);
   };
   // Nobody else seen: unbounded.
   CHECK(next({}) == after_release::hand_off);
@@ -597,6 +618,6 @@ TEST_CASE("local handoff's rule: hand over while the node is sure and the bound 
   CHECK(next({.other_seen = now - 9ms, .handed_since = 0}) == after_release::hand_off);
   CHECK(next({.other_seen = now - 10ms, .handed_since = 0}) == after_release::delete_node);
   // max_run 0 or max_time 0: none once another is seen.
-  CHECK(next_after_release({.other_seen = now, .handed_since = 0}, 0, 1h, true, true, now) == after_release::delete_node);
-  CHECK(next_after_release({.other_seen = now, .handed_since = 0}, 5, 0ms, true, true, now) == after_release::delete_node);
+  CHECK(mutex_queue.next_after_release({.other_seen = now, .handed_since = 0}, 0, 1h, true, true, now) == after_release::delete_node);
+  CHECK(mutex_queue.next_after_release({.other_seen = now, .handed_since = 0}, 5, 0ms, true, true, now) == after_release::delete_node);
 }

@@ -1,14 +1,12 @@
-// The fair locks' decisions, free of I/O: contender node names as Apache
-// Curator's lock recipes write them, the queue they form, and what a
-// contender does given a listing of the lock's children.
+// Contender node names as Apache Curator's lock recipes write them, and the
+// order a listing of a lock's children forms. What a recipe does with that
+// queue is its rule's (src/recipes/queue_rule.hpp).
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,8 +40,8 @@ enum class node_kind : std::uint8_t {
 };
 std::string_view lock_name(node_kind kind) noexcept;
 
-// The kinds of node that form one queue (one recipe's, on one path); the
-// others under the path are ignored, as Curator's recipes ignore them.
+// The recipes of the fair engine, each with its rule over the nodes of its
+// queue (queue_rule.hpp).
 enum class queue_family : std::uint8_t {
   mutex,       // lock
   read_write,  // read and write, in one sequence space
@@ -51,15 +49,6 @@ enum class queue_family : std::uint8_t {
   election,    // latch
   race,        // none: the race recipes' one node is the path itself (race_engine)
 };
-bool in_family(node_kind kind, queue_family family) noexcept;
-// Whether two kinds of node are of one recipe's queue.
-bool same_family(node_kind a, node_kind b) noexcept;
-
-// Whether a node of kind `other` ahead of mine in the queue keeps mine from
-// the lock: every node does, but a reader waits only for writers.
-constexpr bool blocks(node_kind mine, node_kind other) noexcept {
-  return mine != node_kind::read || other == node_kind::write;
-}
 
 // "_c_<uuid>-<lock name><sequence>": Curator's protected name for a contender.
 // (The uuid is read out of the name, not kept apart: a listing of thousands
@@ -97,76 +86,19 @@ class uuid_text {
   std::array<char, length> chars_{};
   std::uint8_t size_ = 0;
 };
+
 // What a contender passes to a sequential create: "_c_<uuid>-<lock name>".
 std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);
 // The node's parts, or nullopt for a name that is no contender's node.
 std::optional<lock_node> parse_lock_node(std::string_view name);
 
-// The nodes of `family` among `children` in the order the server's counter
+// The nodes of `family`'s queue among `children` in the order the server's counter
 // made them (by sequence number, circularly from the widest gap between two
 // of them, never by whole name); other children are ignored. A total order
 // for any listing, so any garbage sorts safely.
 std::vector<lock_node> lock_queue(const std::vector<std::string>& children,
                                   queue_family family = queue_family::mutex);
-
-// One listing as a queue (from lock_queue), shared by every contender of the
-// lock object it answers (so N contenders cost one listing).
-struct queue_view {
-  static constexpr std::uint32_t none = UINT32_MAX;
-  std::vector<lock_node> nodes;  // in queue order
-  // [i]: nodes before i this process does not know; writers among them.
-  std::vector<std::uint32_t> others_before, other_writers_before;
-  std::vector<std::uint32_t> writer_before;  // [i]: the nearest write node before i, or none
-};
-// `known(node)`: whether this process knows the node (see known_nodes.hpp).
-queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known);
-
-// What the contender whose node is `mine` does next: "who is my predecessor",
-// for every recipe (see blocks). `exempt`: a node of the contender's own
-// owner that does not block it (a write holder taking the read lock).
-struct lock_verdict {
-  enum kind {
-    held,     // nothing ahead of mine blocks it: the lock is granted
-    wait,     // wait for `predecessor` to go, then look again
-    missing,  // mine is not there (deleted, or its session is gone)
-  } what = missing;
-  std::string predecessor{};  // with wait: the nearest node ahead that blocks mine
-  // With wait: a node this process does not know that would block mine lies
-  // ahead of the predecessor, or (for a writer) the predecessor is a writer
-  // this process does not know, which may downgrade (its read node would
-  // appear at its place): so once the predecessor is gone the queue must be
-  // listed again. Otherwise only known nodes can block mine then, and the
-  // process knows which.
-  bool relist_after = false;
-};
-lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt = {});
-
-// A semaphore's rule (Curator's InterProcessSemaphoreV2): the acquirer that
-// holds the semaphore's mutex, whose lease nodes are `mine`, holds them all
-// once the leases' children are at most `max` (every child takes a slot, as
-// Curator counts them); missing if one of mine is not among them.
-enum class room_verdict { granted, wait, missing };
-room_verdict room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
-                      std::size_t max);
-
-// The node with `uuid` in `queue` (from lock_queue), or nullptr: how a
-// contender finds its node after a create whose reply was lost.
-const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid);
-
-// The in-process handoff's rule (a mutex with lock_options::local_handoff):
-// what a release of the run's node does. It hands the lock to the next
-// contender waiting in this process, keeping the node, while the node is sure
-// to be there (not lost, the session sure: a grant's own conditions) and,
-// once another contender's node was seen queued behind it, for `max_run`
-// more handoffs and until `max_time` after that; else the node is deleted
-// (and the next local contender queues a node of its own).
-struct local_run_budget {
-  std::optional<std::chrono::steady_clock::time_point> other_seen{};  // another contender's node behind the run's
-  std::size_t handed_since = 0;  // local handoffs since other_seen
-};
-enum class after_release { hand_off, delete_node };
-after_release next_after_release(const local_run_budget& budget, std::size_t max_run,
-                                 std::chrono::milliseconds max_time, bool local_waiting, bool node_sure,
-                                 std::chrono::steady_clock::time_point now);
+// Where `node` is in `queue` (from lock_queue), or nullopt.
+std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node);
 
 }  // namespace zkasio::detail

@@ -1,0 +1,120 @@
+#include "queue_rule.hpp"
+
+#include <algorithm>
+
+namespace zkasio::detail {
+
+const mutex_rule mutex_queue;
+const read_write_rule read_write_queue;
+const lease_rule lease_queue;
+const exclusive_rule election_queue{node_kind::latch};
+const no_queue_rule race_queue;
+
+const queue_rule& queue_rule::of(queue_family family) noexcept {
+  switch (family) {
+    case queue_family::read_write: return read_write_queue;
+    case queue_family::semaphore: return lease_queue;
+    case queue_family::election: return election_queue;
+    case queue_family::race: return race_queue;
+    case queue_family::mutex: break;
+  }
+  return mutex_queue;
+}
+
+const queue_rule& queue_rule::of(node_kind kind) noexcept {
+  static const queue_rule* const queues[] = {&mutex_queue, &read_write_queue, &lease_queue, &election_queue};
+  for (const auto* rule : queues)
+    if (rule->in_queue(kind)) return *rule;
+  return mutex_queue;
+}
+
+bool queue_rule::blocks(node_kind, node_kind) const noexcept { return true; }
+
+lock_verdict queue_rule::decide(const queue_view& queue, std::uint32_t index, std::string_view) const {
+  if (index == 0) return {.what = lock_verdict::held};
+  auto predecessor = index - 1;
+  return {.what = lock_verdict::wait,
+          .predecessor = queue.nodes[predecessor].name,
+          .relist_after = queue.others_before[predecessor] > 0};
+}
+
+lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt) {
+  auto index = position_in(queue.nodes, mine);
+  if (!index) return {};
+  return queue_rule::of(mine.kind).decide(queue, static_cast<std::uint32_t>(*index), exempt);
+}
+
+queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known) {
+  queue_view view{std::move(queue), {}, {}, {}};
+  auto size = view.nodes.size();
+  view.others_before.reserve(size);
+  view.other_writers_before.reserve(size);
+  view.writer_before.reserve(size);
+  std::uint32_t others = 0, other_writers = 0, writer = queue_view::none;
+  for (std::uint32_t i = 0; i < size; ++i) {
+    const auto& node = view.nodes[i];
+    view.others_before.push_back(others);
+    view.other_writers_before.push_back(other_writers);
+    view.writer_before.push_back(writer);
+    bool is_writer = node.kind == node_kind::write;
+    if (!known(node)) {
+      ++others;
+      other_writers += is_writer;
+    }
+    if (is_writer) writer = i;
+  }
+  return view;
+}
+
+after_release mutex_rule::next_after_release(const local_run_budget& budget, std::size_t max_run,
+                                             std::chrono::milliseconds max_time, bool local_waiting, bool node_sure,
+                                             std::chrono::steady_clock::time_point now) const {
+  if (!local_waiting || !node_sure) return after_release::delete_node;
+  if (!budget.other_seen) return after_release::hand_off;
+  bool within = budget.handed_since < max_run && now - *budget.other_seen < max_time;
+  return within ? after_release::hand_off : after_release::delete_node;
+}
+
+bool read_write_rule::in_queue(node_kind kind) const noexcept {
+  return kind == node_kind::read || kind == node_kind::write;
+}
+
+bool read_write_rule::blocks(node_kind mine, node_kind other) const noexcept {
+  return mine != node_kind::read || other == node_kind::write;
+}
+
+lock_verdict read_write_rule::decide(const queue_view& queue, std::uint32_t index, std::string_view exempt) const {
+  const auto& nodes = queue.nodes;
+  if (nodes[index].kind == node_kind::read) {
+    // Only writers ahead block a reader (so readers never wait on later
+    // writers, nor on one another; a downgrade's read node, the one node that
+    // can appear ahead after a listing, never blocks a reader).
+    auto writer = queue.writer_before[index];
+    while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.writer_before[writer];
+    if (writer == queue_view::none) return {.what = lock_verdict::held};
+    return {.what = lock_verdict::wait,
+            .predecessor = nodes[writer].name,
+            .relist_after = queue.other_writers_before[writer] > 0};
+  }
+  auto verdict = queue_rule::decide(queue, index, exempt);
+  // Another process's writer ahead may downgrade: its read node would take
+  // the writer's own sequence, after this listing (shared_mutex.hpp).
+  if (verdict.what == lock_verdict::wait && nodes[index - 1].kind == node_kind::write &&
+      queue.others_before[index] > queue.others_before[index - 1])
+    verdict.relist_after = true;
+  return verdict;
+}
+
+room_verdict lease_rule::room_for(const std::vector<std::string>& children, const std::vector<std::string>& mine,
+                                  std::size_t max) const {
+  for (const auto& name : mine)
+    if (std::find(children.begin(), children.end(), name) == children.end()) return room_verdict::missing;
+  return children.size() <= max ? room_verdict::granted : room_verdict::wait;
+}
+
+const lock_node* find_by_uuid(const std::vector<lock_node>& queue, std::string_view uuid) {
+  auto found = std::find_if(queue.begin(), queue.end(), [&](const lock_node& node) { return node.uuid() == uuid; });
+  return found == queue.end() ? nullptr : &*found;
+}
+
+}  // namespace zkasio::detail
