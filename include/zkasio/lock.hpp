@@ -215,7 +215,9 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
 class [[nodiscard("a lock discarded is released at once")]] lock {
  public:
   lock() = default;  // holds nothing: async_release completes with not_held
-  explicit lock(std::shared_ptr<detail::grant> grant);
+  // A grant of a hold on the lock object `engine` (what the engine makes).
+  lock(std::shared_ptr<detail::grant> grant, std::shared_ptr<detail::engine_state> engine) noexcept
+      : grant_(std::move(grant)), engine_(std::move(engine)) {}
   lock(lock&&) noexcept = default;
   lock& operator=(lock&& other) noexcept;
   lock(const lock&) = delete;

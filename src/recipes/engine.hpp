@@ -5,7 +5,8 @@
 //   engine.cpp          the engine object: its strand, its making, its session's end told
 //   engine_nodes.cpp    a contender's node: created (with parents), listed, found after a
 //                       lost reply, deleted
-//   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release
+//   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release,
+//                       and a mutex's in-process handoff (lock_options::local_handoff)
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
 //   fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election, a
@@ -14,7 +15,6 @@
 //   engine_leases.cpp   the semaphore's leases
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
-//   engine_local.cpp    a mutex's in-process handoff (lock_options::local_handoff)
 //   lock.cpp            the lock object and owner
 #pragma once
 
@@ -88,7 +88,7 @@ struct run_ticket {
   run_lead lead;
 };
 
-// A mutex's in-process handoff (lock_options::local_handoff, engine_local.cpp).
+// A mutex's in-process handoff (lock_options::local_handoff, engine_hold.cpp).
 // A run is the lock object's contenders behind one leader: the leader's
 // acquire queues a node as any acquire does; once its acquire completes with
 // the lock (not when granted: a lock granted as the deadline struck is
@@ -218,6 +218,12 @@ enum class loss {
                    // disconnected) when the server expires it
   may_be_lost,     // revoked, or the policy's deadline: the node may still be there
 };
+// What a request's failure `ec` says of a hold.
+inline loss loss_of(std::error_code ec) {
+  // (A session whose authentication failed lives on the server until it expires.)
+  if (ec == error::session_closed || ec == zk_error::auth_failed) return loss::session_closed;
+  return ec == zk_error::session_expired ? loss::session_over : loss::may_be_lost;
+}
 
 // Runs `work` on `strand` to its end whatever happens to whoever waits for it
 // (a delete must go on when its caller gives up). Started at once.
@@ -386,8 +392,7 @@ awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, 
 // The path's parent and the node's name in it.
 std::pair<std::string, std::string> split_path(const std::string& path);
 
-// ----------------------------------------------------------- engine_local.cpp
-
+// ------------------------------------------------------------ engine_hold.cpp
 
 // The release of the last grant of `h`, which leads a run: hands the lock to
 // the next waiter if the rule says so (true).
@@ -399,9 +404,6 @@ void pass_lead(const std::shared_ptr<engine_state>& m);
 // that cannot be known).
 awaitable<loss> watch_queue(std::shared_ptr<hold> h);
 
-// ------------------------------------------------------------ engine_hold.cpp
-
-loss loss_of(std::error_code ec);
 // True as soon as the node at `path` is not the incarnation `czxid`; else
 // waits until cancelled (false).
 awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid);

@@ -10,8 +10,6 @@ std::atomic<std::uint64_t> next_owner_id{1};
 owner::owner() : id_(next_owner_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 
-lock::lock(std::shared_ptr<detail::grant> grant) : grant_(std::move(grant)), engine_(grant_->held->engine) {}
-
 lock& lock::operator=(lock&& other) noexcept {
   if (this != &other) {
     lock old(std::move(*this));
