@@ -157,6 +157,13 @@ std::size_t known_nodes::size() const {
   return entries_.size();
 }
 
+std::size_t known_nodes::waits() const {
+  std::lock_guard lock(guard_);
+  std::size_t count = 0;
+  for (const auto& [key, e] : entries_) count += e.waiters.size();
+  return count;
+}
+
 void known_nodes::erase(entries::iterator it, std::vector<local_waiter>& woken) {
   for (auto& w : it->second.waiters) woken.push_back(std::move(w));
   entries_.erase(it);

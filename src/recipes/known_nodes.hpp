@@ -120,8 +120,9 @@ class known_nodes {
   // Withdraws `waiter`'s wait on `name` (it stopped waiting): nothing is told.
   void forget_wait(std::string_view name, const gone_waiter* waiter);
 
-  // Entries, for tests.
+  // Entries, and waits here on them, for tests.
   std::size_t size() const;
+  std::size_t waits() const;
 
  private:
   struct local_waiter {

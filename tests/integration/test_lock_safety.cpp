@@ -28,6 +28,7 @@
 #include <zkasio/mutex.hpp>
 #include <zkasio/race_mutex.hpp>
 
+#include "recipes/known_nodes.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"
@@ -74,6 +75,50 @@ TEST_CASE("a waiter whose node an operator deleted is never granted: it fails wi
       CHECK(co_await settles_at(operator_session, path, 0));
     }());
   }
+}
+
+TEST_CASE("a waiter moved from another session's node to one of its own, its own node then deleted: lock_lost at once, its wait withdrawn") {
+  // H (session t) holds; X (s) waits behind H; Y (t) behind X; B (s) behind
+  // Y, with a watch on its own node. Y leaves: B walks down to X, a node of
+  // its own session, and waits for it in this process, its own watch kept.
+  // An operator deletes B's node: B fails with lock_lost then, not when X
+  // goes, and leaves no wait behind (its entry would hold it until X went).
+  asio::io_context io;
+  session s(io, test_options(shared_hosts())), t(io, test_options(shared_hosts()));
+  session operator_session(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-own-node-local-wait");
+  mutex ms(s, path), mt(t, path);
+  auto known = zkasio::detail::known_nodes::of(s.hosts(), path);
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await mt.async_acquire(use_awaitable);
+    acquire_outcome x(io), y(io), b(io);
+    asio::cancellation_signal leave;
+    ms.async_acquire(x.handler());
+    CHECK(co_await settles_at(operator_session, path, 2));
+    mt.async_acquire(asio::bind_cancellation_slot(leave.slot(), y.handler()));
+    CHECK(co_await settles_at(operator_session, path, 3));
+    ms.async_acquire(b.handler());
+    CHECK(co_await settles_at(operator_session, path, 4));
+    auto queue = co_await lock_nodes(operator_session, path);
+    REQUIRE(queue.size() == 4);
+    CHECK(known->waits() == 0);  // each waits behind another session's node
+    leave.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await y.done.wait(10s));
+    CHECK(*y.ec == asio::error::operation_aborted);
+    CHECK(co_await settles_at(operator_session, path, 3));
+    CHECK(co_await eventually([&] { return known->waits() == 1; }, 10s));  // B, on X's node
+    co_await operator_session.async_remove(path + "/" + queue[3], use_awaitable);  // B's node
+    REQUIRE(co_await b.done.wait(10s));
+    CHECK(*b.ec == error::lock_lost);
+    CHECK_FALSE(b.held.held());
+    CHECK(known->waits() == 0);
+    CHECK_FALSE(x.done.happened());
+    co_await h.async_release(use_awaitable);
+    REQUIRE(co_await x.done.wait(10s));
+    CHECK(!*x.ec);
+    co_await x.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(operator_session, path, 0));
+  }());
 }
 
 TEST_CASE_FIXTURE(proxied_server, "with_lock: a lock lost as it was granted never runs its body to the end") {
