@@ -3,6 +3,8 @@
 //
 //   zkasio-sim [--seeds N] [--from S]   seeds S .. S+N-1 (default 1 .. 1,000,000)
 //   zkasio-sim --seed S                 one seed, saying what it did
+//   zkasio-sim ... --recipe R           the contenders' recipe: shared_mutex (the
+//                                       default), mutex or election
 //   zkasio-sim ... --planted            with the planted fault (a grant without
 //                                       the own-node check): seeds that catch it
 //
@@ -31,8 +33,16 @@ int main(int argc, char** argv) {
     else if (arg == "--from") from = value();
     else if (arg == "--seed") from = value(), count = 1, one = true, o.trace = true;
     else if (arg == "--planted") o.plant_skip_own_check = true;
-    else {
-      std::cerr << "zkasio-sim: unknown option '" << arg << "'\nusage: zkasio-sim [--seeds N] [--from S] | --seed S [--planted]\n";
+    else if (arg == "--recipe" && i + 1 < argc) {
+      auto queue = zkasio::sim::recipe_named(argv[++i]);
+      if (!queue) {
+        std::cerr << "zkasio-sim: --recipe is shared_mutex, mutex or election, not '" << argv[i] << "'\n";
+        return 2;
+      }
+      o.queue = *queue;
+    } else {
+      std::cerr << "zkasio-sim: unknown option '" << arg
+                << "'\nusage: zkasio-sim [--seeds N] [--from S] | --seed S [--recipe R] [--planted]\n";
       return 2;
     }
   }
@@ -46,7 +56,8 @@ int main(int argc, char** argv) {
       ++failed;
       if (one) std::cout << r.trace;
       std::cout << "seed " << seed << " failed: " << r.failure << " (replay: zkasio-sim --seed " << seed
-                << (o.plant_skip_own_check ? " --planted" : "") << ")\n";
+                << " --recipe " << zkasio::sim::name_of(o.queue) << (o.plant_skip_own_check ? " --planted" : "")
+                << ")\n";
       if (!o.plant_skip_own_check || failed >= 3) break;
     } else if (one) {
       std::cout << "seed " << seed << " held: " << r.steps << " steps, " << r.grants << " grants, " << r.faults
@@ -54,7 +65,7 @@ int main(int argc, char** argv) {
     }
   }
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << ran << " seeds from " << from << ": " << (ran - failed) << " held, " << failed << " failed; "
+  std::cout << zkasio::sim::name_of(o.queue) << ": " << ran << " seeds from " << from << ": " << (ran - failed) << " held, " << failed << " failed; "
             << grants << " grants, " << faults << " faults, " << stops << " stopped, " << steps << " steps in "
             << seconds << " s\n";
   return o.plant_skip_own_check ? (failed > 0 ? 0 : 1) : (failed > 0 ? 1 : 0);

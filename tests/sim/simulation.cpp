@@ -79,6 +79,25 @@ struct known_entry {
   std::uint64_t generation;
 };
 
+queue_family family_of(options::recipe queue) {
+  switch (queue) {
+    case options::recipe::mutex: return queue_family::mutex;
+    case options::recipe::election: return queue_family::election;
+    case options::recipe::shared_mutex: break;
+  }
+  return queue_family::read_write;
+}
+
+// Contender i's node kind: a third of a shared_mutex's contenders read.
+node_kind kind_of(options::recipe queue, int i) {
+  switch (queue) {
+    case options::recipe::mutex: return node_kind::lock;
+    case options::recipe::election: return node_kind::latch;
+    case options::recipe::shared_mutex: break;
+  }
+  return i % 3 == 1 ? node_kind::read : node_kind::write;
+}
+
 class simulation final : public acquire_world {
  public:
   simulation(std::uint64_t seed, const options& o) : random_(seed), o_(o) {
@@ -89,7 +108,7 @@ class simulation final : public acquire_world {
     for (int i = 0; i < o.contenders; ++i) {
       contender_model c;
       c.session = i % o.sessions;
-      c.kind = o.readers && i % 3 == 1 ? node_kind::read : (o.readers ? node_kind::write : node_kind::lock);
+      c.kind = kind_of(o.queue, i);
       c.rounds_left = o.rounds;
       contenders_.push_back(std::move(c));
     }
@@ -212,7 +231,7 @@ class simulation final : public acquire_world {
   std::vector<lock_node> listing() const {
     std::vector<std::string> names;
     for (auto& [name, n] : server_) names.push_back(name);
-    return lock_queue(names, o_.readers ? queue_family::read_write : queue_family::mutex);
+    return lock_queue(names, family_of(o_.queue));
   }
   void erase_node(std::string name) {  // (by value: callers pass map keys)
     server_.erase(name);
@@ -251,7 +270,7 @@ class simulation final : public acquire_world {
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
                   static_cast<unsigned long long>(++uuids_));
-    c.fsm.emplace(fa::contender{.kind = c.kind, .uuid = uuid});
+    c.fsm.emplace(fa::contender{.kind = c.kind, .uuid = uuid, .confirm_owner = o_.queue == options::recipe::election});
     current_ = who;
     act(who, c.fsm->start(*this));
   }
@@ -609,5 +628,25 @@ class simulation final : public acquire_world {
 }  // namespace
 
 result run(std::uint64_t seed, const options& o) { return simulation(seed, o).go(); }
+
+namespace {
+constexpr std::pair<options::recipe, std::string_view> recipe_names[] = {
+    {options::recipe::shared_mutex, "shared_mutex"},
+    {options::recipe::mutex, "mutex"},
+    {options::recipe::election, "election"},
+};
+}  // namespace
+
+std::optional<options::recipe> recipe_named(std::string_view name) {
+  for (auto [queue, its_name] : recipe_names)
+    if (its_name == name) return queue;
+  return std::nullopt;
+}
+
+std::string_view name_of(options::recipe queue) {
+  for (auto [its_queue, name] : recipe_names)
+    if (its_queue == queue) return name;
+  return {};
+}
 
 }  // namespace zkasio::sim

@@ -17,14 +17,17 @@
 //
 // After every step it checks the guarantees: a contender is granted only
 // when its node is on the server, of its session, with no node ahead of it
-// that blocks it (a writer alone, readers beside readers); the fencing
+// that blocks it (a writer alone, readers beside readers; one holder of a
+// mutex, one leader of an election); the fencing
 // tokens of successive grants increase; nobody is granted after its node was
 // deleted; and at the end, once the faults stop, every contender has ended
 // (none hangs) and no node is left but the holders', which release.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace zkasio::sim {
 
@@ -34,7 +37,10 @@ struct options {
   int rounds = 2;           // acquisitions each contender makes
   int fault_steps = 400;    // steps during which faults happen; then the run drains
   int max_steps = 20000;    // a run not done by then hangs
-  bool readers = true;      // some contenders take the read lock (a read/write queue)
+  // The recipe its contenders queue in: a shared_mutex's readers and
+  // writers, a mutex, or a fair election's candidates (granted only once
+  // their node is seen owned by their session: Curator's CURATOR-696).
+  enum class recipe { shared_mutex, mutex, election } queue = recipe::shared_mutex;
   // A planted fault, to show the checks catch one: the harness answers the
   // check of a waiter's own node with "there" whatever the server says (a
   // grant without the own-node check).
@@ -50,5 +56,9 @@ struct result {
 };
 
 result run(std::uint64_t seed, const options& o = {});
+
+// A recipe by its name ("shared_mutex", "mutex", "election"), and its name.
+std::optional<options::recipe> recipe_named(std::string_view name);
+std::string_view name_of(options::recipe queue);
 
 }  // namespace zkasio::sim
