@@ -12,7 +12,8 @@
 //   fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election, a
 //                       semaphore's lease nodes) as a state machine without I/O
 //   acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
-//   engine_leases.cpp   the semaphore's leases
+//   engine_leases.cpp   the semaphore's leases (its wait for room decided by room_wait.cpp,
+//                       a state machine without I/O)
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
 //   lock.cpp            the lock object and owner

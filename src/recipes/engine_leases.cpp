@@ -1,58 +1,49 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
 #include "engine.hpp"
 #include "acquire_runner.hpp"
+#include "room_wait.hpp"
 
 namespace zkasio::detail {
 
 namespace {
 
-// Until the leases' children are at most `max` (every child takes a slot, as
-// Curator counts them) with all of `mine` among them. lock_busy at once if not
-// so on the first look with `try_once`.
 // The semaphore's mutex as its holder sees it: set the moment the mutex may
-// be lost. Then two acquirers may wait for room at once and each count the
-// other's nodes: the wait ends (lock_lost) rather than wait for ever. (A
-// latch: the loss may come while the wait is listing, not waiting.)
+// be lost (see room_wait.hpp). (A latch: the loss may come while the wait is
+// listing, not waiting.)
 using guard_watch = strand_latch;
 
+// Until the leases' children leave room for all of `mine` (room_wait.hpp
+// decides; this carries its actions out on the session).
 awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
                                          std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
   auto& s = m->s;
-  // Cut off, it waits for the connection and lists again (its leases are
-  // still there while the session lives).
-  for (;;) {
-    if (guard->is_set()) co_return make_error_code(error::lock_lost);
-    auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
-    if (ride_through(ec, s, mine.front())) {
-      if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
-      continue;
+  room_wait::leases leases{.generation = mine.front().generation, .max = max, .one_look = try_once};
+  for (auto& a : mine) leases.names.push_back(a.node.name);
+  room_wait fsm(std::move(leases));
+  auto now = [&] {
+    return room_wait::look{s.generation(), session_sure(*m), never_sure(*m), guard->is_set()};
+  };
+  for (auto next = fsm.start(now());;) {
+    room_wait::event e;
+    if (auto* f = std::get_if<room_wait::fail>(&next)) co_return f->ec;
+    if (std::holds_alternative<room_wait::granted>(next)) co_return std::error_code{};
+    if (std::holds_alternative<room_wait::list>(next)) {
+      auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
+      e = room_wait::listed{ec, std::move(kids.names), kids.stat.cversion};
+    } else if (std::holds_alternative<room_wait::sync>(next)) {
+      auto [ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      e = room_wait::synced{ec};
+    } else if (auto* c = std::get_if<room_wait::connect>(&next)) {
+      e = room_wait::connected{co_await until_retry(m, c->after)};
+    } else {
+      auto cversion = std::get<room_wait::watch>(next).cversion;
+      auto woken = co_await (s.async_wait_children_changed(m->path, cversion, as_tuple(use_awaitable)) ||
+                             guard->async_wait(as_tuple(use_awaitable)));
+      if (woken.index() == 1 && !guard->is_set()) co_return std::error_code(asio::error::operation_aborted);
+      if (woken.index() == 1) e = room_wait::mutex_lost{};
+      else e = room_wait::changed{std::get<0>(std::get<0>(woken))};
     }
-    if (!ec && s.generation() != mine.front().generation) ec = make_error_code(zk_error::session_expired);
-    if (ec) co_return ec;
-    std::vector<std::string> names;
-    for (auto& a : mine) names.push_back(a.node.name);
-    switch (lease_queue.room_for(kids.names, names, max)) {
-      case room_verdict::missing: co_return make_error_code(error::lock_lost);  // deleted by someone else
-      case room_verdict::granted:
-        if (session_sure(*m)) co_return std::error_code{};
-        if (auto never = never_sure(*m)) co_return never;
-        // The listing too old (session_sure): listed again after a sync
-        // (whose error, if any, the listing meets again).
-        co_await s.async_sync(m->path, as_tuple(use_awaitable));
-        continue;
-      case room_verdict::wait: break;
-    }
-    if (try_once) co_return make_error_code(error::lock_busy);
-    auto woken = co_await (s.async_wait_children_changed(m->path, kids.stat.cversion, as_tuple(use_awaitable)) ||
-                           guard->async_wait(as_tuple(use_awaitable)));
-    if (woken.index() == 1) {
-      if (guard->is_set()) co_return make_error_code(error::lock_lost);
-      co_return std::error_code(asio::error::operation_aborted);
-    }
-    if (auto [watch_ec, event] = std::get<0>(woken); watch_ec) {
-      if (!ride_through(watch_ec, s, mine.front())) co_return watch_ec;
-      if (auto connect_ec = co_await until_retry(m, watch_ec)) co_return connect_ec;
-    }
+    next = fsm.resume(e, now());
   }
 }
 
