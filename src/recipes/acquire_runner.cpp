@@ -161,15 +161,16 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
 
  private:
   // A handler of this attempt: on the strand, cancelled by stop(), calling
-  // f(values...) unless the attempt is over. Answered, its request leaves
-  // `pending_` (Asio's timers leave their handler in the slot, and stop()
-  // must not call what belongs to a request already answered).
+  // f(values...) unless the attempt is over (stopped, or ended by its own
+  // node's watch while this request was pending). Answered, its request
+  // leaves `pending_` (Asio's timers leave their handler in the slot, and
+  // stop() must not call what belongs to a request already answered).
   template <class F>
   auto on_strand(F f) {
     return asio::bind_cancellation_slot(
         pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = runs_,
                                                           f = std::move(f)](auto&&... values) mutable {
-          if (at != self->runs_) return;
+          if (at != self->runs_ || !self->fsm_ || self->fsm_->finished()) return;
           self->pending_.slot().clear();
           f(*self, std::forward<decltype(values)>(values)...);
         }));
@@ -220,6 +221,10 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
       if (w->watch_own) watch_own();
       return wait_gone(w->name, w->here);
     }
+    // Ended by its own node's watch, it may still wait on the server for its
+    // predecessor: that wait goes (it would hold this runner, and a watch,
+    // until the predecessor went).
+    pending_.emit(asio::cancellation_type::terminal);
     ended(next);
   }
 

@@ -121,6 +121,33 @@ TEST_CASE("a waiter moved from another session's node to one of its own, its own
   }());
 }
 
+TEST_CASE_FIXTURE(proxied_server, "a waiter behind another session's node, its own node deleted: lock_lost, and its watch on the predecessor goes") {
+  // B (session s) waits behind H (session t) with a watch on H and one on
+  // its own node. An operator deletes B's node: B fails with lock_lost
+  // then, and withdraws its wait on H (it would keep a watch, and the
+  // acquire's memory, until H went).
+  session s(io, test_options(servers.hosts())), t(io, test_options(servers.hosts()));
+  session operator_session(io, test_options(servers.hosts()));
+  auto path = unique_path("safety-own-node-server-wait");
+  mutex ms(s, path), mt(t, path);
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await mt.async_acquire(use_awaitable);
+    acquire_outcome b(io);
+    ms.async_acquire(b.handler());
+    CHECK(co_await settles_at(operator_session, path, 2));
+    // H's monitor on H; B's watch on H and on its own node.
+    REQUIRE(co_await eventually([&] { return watch_count(servers.host(1)) == 3; }));
+    auto queue = co_await lock_nodes(operator_session, path);
+    REQUIRE(queue.size() == 2);
+    co_await operator_session.async_remove(path + "/" + queue[1], use_awaitable);  // B's node
+    REQUIRE(co_await b.done.wait(10s));
+    CHECK(*b.ec == error::lock_lost);
+    CHECK(co_await eventually([&] { return watch_count(servers.host(1)) == 1; }, 10s));  // H's monitor's only
+    co_await h.async_release(use_awaitable);
+    CHECK(co_await settles_at(operator_session, path, 0));
+  }());
+}
+
 TEST_CASE_FIXTURE(proxied_server, "with_lock: a lock lost as it was granted never runs its body to the end") {
   // The grant and the loss come in one batch: a release seen by the waiter,
   // then the connection lost at once (on_suspend: the lock may be lost). The
