@@ -12,6 +12,8 @@
 #include <system_error>
 #include <zkasio/detail/lock_queue.hpp>
 
+#include "recipes/queue_rule.hpp"
+
 namespace zkasio::bench {
 
 using asio::awaitable;

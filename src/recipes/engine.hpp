@@ -14,9 +14,14 @@
 //   acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
 //   engine_leases.cpp   the semaphore's leases (its wait for room decided by room_wait.cpp,
 //                       a state machine without I/O)
-//   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode)
+//   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode),
+//                       decided by race_acquire.cpp
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
 //   lock.cpp            the lock object and owner
+// and, beside them, the decisions without I/O: queue_rule.cpp (each recipe's
+// rule), known_nodes.cpp (this process's knowledge of its nodes),
+// room_wait.cpp and race_acquire.cpp (the semaphore's wait for room and the
+// race recipes' acquire, as state machines).
 #pragma once
 
 #include <asio/bind_cancellation_slot.hpp>

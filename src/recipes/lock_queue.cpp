@@ -6,13 +6,11 @@
 #include <random>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "queue_rule.hpp"
-
 namespace zkasio::detail {
 namespace {
 
 constexpr std::string_view protected_prefix = "_c_";
-constexpr std::size_t uuid_length = 36;
+constexpr std::size_t uuid_length = uuid_text::length;
 constexpr node_kind all_kinds[] = {node_kind::lock, node_kind::read, node_kind::write, node_kind::lease,
                                    node_kind::latch};
 // printf("%010d"): ten characters, or eleven from -1,000,000,000 down.
@@ -34,28 +32,6 @@ bool is_uuid(std::string_view s) {
 std::atomic<unsigned> forks{0};
 [[maybe_unused]] const int fork_handler_installed =
     pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
-
-// Where a queue starts: after the widest gap between the sequences present,
-// going round the counter (sorted by raw value, the wrap gap is last to first).
-sequence_number queue_origin(const std::vector<sequence_number>& sorted) {
-  if (sorted.empty()) return 0;
-  sequence_number origin = sorted.front();
-  std::uint32_t widest = static_cast<std::uint32_t>(sorted.front() - sorted.back());
-  for (std::size_t i = 1; i < sorted.size(); ++i) {
-    auto gap = static_cast<std::uint32_t>(sorted[i] - sorted[i - 1]);
-    if (gap > widest) widest = gap, origin = sorted[i];
-  }
-  return origin;
-}
-
-// Queue order within a view whose first sequence is `origin`.
-struct queue_order {
-  sequence_number origin;
-  std::uint32_t key(sequence_number s) const { return s - origin; }
-  bool operator()(const lock_node& a, const lock_node& b) const {
-    return key(a.sequence) != key(b.sequence) ? key(a.sequence) < key(b.sequence) : a.name < b.name;
-  }
-};
 
 }  // namespace
 
@@ -130,27 +106,6 @@ std::optional<lock_node> parse_lock_node(std::string_view name) {
     return lock_node{std::string(name), kind, *sequence};
   }
   return std::nullopt;
-}
-
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children, queue_family family) {
-  std::vector<lock_node> queue;
-  std::vector<sequence_number> sequences;
-  const auto& rule = queue_rule::of(family);
-  for (const auto& child : children)
-    if (auto node = parse_lock_node(child); node && rule.in_queue(node->kind)) {
-      sequences.push_back(node->sequence);
-      queue.push_back(std::move(*node));
-    }
-  std::sort(sequences.begin(), sequences.end());
-  std::sort(queue.begin(), queue.end(), queue_order{queue_origin(sequences)});
-  return queue;
-}
-
-std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node) {
-  if (queue.empty()) return std::nullopt;
-  auto it = std::lower_bound(queue.begin(), queue.end(), node, queue_order{queue.front().sequence});
-  if (it == queue.end() || it->name != node.name) return std::nullopt;
-  return static_cast<std::size_t>(it - queue.begin());
 }
 
 }  // namespace zkasio::detail

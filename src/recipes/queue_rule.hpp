@@ -21,6 +21,16 @@
 
 namespace zkasio::detail {
 
+// The nodes of `family`'s queue among `children` in the order the server's counter
+// made them (by sequence number, circularly from the widest gap between two
+// of them, never by whole name); other children are ignored. A total order
+// for any listing, so any garbage sorts safely.
+std::vector<lock_node> lock_queue(const std::vector<std::string>& children,
+                                  queue_family family = queue_family::mutex);
+// Where `node` is in `queue` (from lock_queue), or nullopt.
+std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node);
+
+
 // One listing as a queue (from lock_queue), shared by every contender of the
 // lock object it answers (so N contenders cost one listing).
 struct queue_view {
@@ -120,8 +130,8 @@ class read_write_rule final : public queue_rule {
 };
 extern const read_write_rule read_write_queue;
 
-// zkasio::semaphore's leases (Curator's InterProcessSemaphoreV2): no order;
-// the acquirer that holds the semaphore's mutex, whose lease nodes are
+// zkasio::semaphore's leases (Curator's InterProcessSemaphoreV2): no lease
+// waits for another (decide is not asked of them); the acquirer that holds the semaphore's mutex, whose lease nodes are
 // `mine`, holds them all once the leases' children are at most `max` (every
 // child takes a slot, as Curator counts them); missing if one of mine is not
 // among them.

@@ -23,9 +23,9 @@ room_wait::action room_wait::list_again(const look& now) {
   return list{};
 }
 
-room_wait::action room_wait::rode_through(std::error_code ec) {
+room_wait::action room_wait::wait_for_connection(std::error_code after) {
   stage_ = stage::connecting;
-  return connect{ec};
+  return connect{after};
 }
 
 room_wait::action room_wait::resume(const event& e, const look& now) {
@@ -44,7 +44,7 @@ room_wait::action room_wait::resume(const event& e, const look& now) {
       if (std::holds_alternative<mutex_lost>(e)) return finish(fail{make_error_code(error::lock_lost)});
       if (auto* c = std::get_if<changed>(&e)) {
         if (!c->ec) return list_again(now);
-        return rides_through(c->ec, now) ? rode_through(c->ec) : finish(fail{c->ec});
+        return rides_through(c->ec, now) ? wait_for_connection(c->ec) : finish(fail{c->ec});
       }
       break;
     case stage::finished:
@@ -54,7 +54,7 @@ room_wait::action room_wait::resume(const event& e, const look& now) {
 }
 
 room_wait::action room_wait::on_listed(const listed& l, const look& now) {
-  if (rides_through(l.ec, now)) return rode_through(l.ec);
+  if (rides_through(l.ec, now)) return wait_for_connection(l.ec);
   if (l.ec) return finish(fail{l.ec});
   // Its leases went with the session that made them.
   if (now.generation != mine_.generation) return finish(fail{make_error_code(zk_error::session_expired)});

@@ -82,7 +82,7 @@ class room_wait {
 
   action list_again(const look& now);
   action on_listed(const listed& l, const look& now);
-  action rode_through(std::error_code ec);
+  action wait_for_connection(std::error_code after);
   bool rides_through(std::error_code ec, const look& now) const;
   action finish(action a);
 

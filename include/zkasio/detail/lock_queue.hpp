@@ -1,6 +1,6 @@
-// Contender node names as Apache Curator's lock recipes write them, and the
-// order a listing of a lock's children forms. What a recipe does with that
-// queue is its rule's (src/recipes/queue_rule.hpp).
+// Contender node names as Apache Curator's lock recipes write them. The
+// queue a listing forms, and what a recipe does with it, are its rule's
+// (src/recipes/queue_rule.hpp).
 #pragma once
 
 #include <array>
@@ -58,7 +58,7 @@ struct lock_node {
   node_kind kind = node_kind::lock;
   sequence_number sequence = 0;
 
-  // The uuid in the name of a parsed node ("" for another name).
+  // The uuid in a parsed node's name (the 36 characters after "_c_").
   std::string_view uuid() const noexcept;
 };
 
@@ -91,14 +91,5 @@ class uuid_text {
 std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);
 // The node's parts, or nullopt for a name that is no contender's node.
 std::optional<lock_node> parse_lock_node(std::string_view name);
-
-// The nodes of `family`'s queue among `children` in the order the server's counter
-// made them (by sequence number, circularly from the widest gap between two
-// of them, never by whole name); other children are ignored. A total order
-// for any listing, so any garbage sorts safely.
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children,
-                                  queue_family family = queue_family::mutex);
-// Where `node` is in `queue` (from lock_queue), or nullopt.
-std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node);
 
 }  // namespace zkasio::detail
