@@ -42,6 +42,7 @@
 #include <zkasio/detail/lock_queue.hpp>
 
 #include "busy_backoff.hpp"
+#include "decisions.hpp"
 #include "known_nodes.hpp"
 #include "local_turns.hpp"
 #include "queue_rule.hpp"

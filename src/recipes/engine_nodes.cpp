@@ -139,12 +139,9 @@ awaitable<std::error_code> create_parents(engine_state& m, const std::string& pa
   }
 }
 
-// Whether a failure is one the acquire rides through: the connection was
-// lost or the server was busy, and the session lives on, so its node (made,
-// or being looked up) is still in the queue. It waits for the connection
-// and asks again, for as long as its deadline allows.
+// Whether the attempt `a` rides through `ec` (decisions.hpp's rule).
 bool ride_through(std::error_code ec, const session& s, const attempt& a) {
-  return !a.one_look && ec == condition::retryable && s.generation() == a.generation;
+  return rides_through(ec, a.one_look, s.generation(), a.generation);
 }
 
 // Makes `path` and its parents for attempt `a`, whose create found none.

@@ -3,6 +3,8 @@
 #include <utility>
 #include <zkasio/error.hpp>
 
+#include "decisions.hpp"
+
 namespace zkasio::detail {
 
 namespace {
@@ -15,13 +17,11 @@ struct overloaded : Fs... {
 template <class... Fs>
 overloaded(Fs...) -> overloaded<Fs...>;
 
-std::error_code code(zk_error e) { return make_error_code(e); }
-std::error_code code(error e) { return make_error_code(e); }
 
 }  // namespace
 
 bool fair_acquire::rides_through(std::error_code ec, const acquire_world& world) const {
-  return !c_.one_look && ec == condition::retryable && world.generation() == generation_;
+  return detail::rides_through(ec, c_.one_look, world.generation(), generation_);
 }
 
 fair_acquire::action fair_acquire::finish(action a) {

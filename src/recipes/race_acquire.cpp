@@ -2,14 +2,9 @@
 
 #include <zkasio/error.hpp>
 
+#include "decisions.hpp"
+
 namespace zkasio::detail {
-
-namespace {
-
-std::error_code code(zk_error e) { return make_error_code(e); }
-std::error_code code(error e) { return make_error_code(e); }
-
-}  // namespace
 
 race_acquire::action race_acquire::finish(action a) {
   stage_ = stage::finished;
@@ -17,7 +12,7 @@ race_acquire::action race_acquire::finish(action a) {
 }
 
 bool race_acquire::rides_through(std::error_code ec, const look& now) const {
-  return !one_look_ && ec == condition::retryable && now.generation == generation_;
+  return detail::rides_through(ec, one_look_, now.generation, generation_);
 }
 
 race_acquire::action race_acquire::start(const look& now) {

@@ -2,6 +2,7 @@
 
 #include <zkasio/error.hpp>
 
+#include "decisions.hpp"
 #include "queue_rule.hpp"
 
 namespace zkasio::detail {
@@ -12,7 +13,7 @@ room_wait::action room_wait::finish(action a) {
 }
 
 bool room_wait::rides_through(std::error_code ec, const look& now) const {
-  return !mine_.one_look && ec == condition::retryable && now.generation == mine_.generation;
+  return detail::rides_through(ec, mine_.one_look, now.generation, mine_.generation);
 }
 
 room_wait::action room_wait::start(const look& now) { return list_again(now); }

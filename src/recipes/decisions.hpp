@@ -1,0 +1,24 @@
+// What the state machines without I/O (fair_acquire, room_wait,
+// race_acquire) and the engine's coroutines share: the one rule of which
+// failures an acquire rides through, and short names for error codes.
+#pragma once
+
+#include <cstdint>
+#include <system_error>
+#include <zkasio/error.hpp>
+
+namespace zkasio::detail {
+
+// Whether an acquire rides through the failure `ec`: the connection lost or
+// the server busy (retryable) while the session is still the one its node
+// was made in (`made_in`, the session's generation `now`), so its node is
+// still in the queue: it waits for the connection and asks again, within
+// its deadline. A try (`one_look`) does not.
+inline bool rides_through(std::error_code ec, bool one_look, std::uint64_t now, std::uint64_t made_in) {
+  return !one_look && ec == condition::retryable && now == made_in;
+}
+
+inline std::error_code code(zk_error e) { return make_error_code(e); }
+inline std::error_code code(error e) { return make_error_code(e); }
+
+}  // namespace zkasio::detail
