@@ -6,6 +6,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "acquire_flow.hpp"
 #include "fair_acquire.hpp"
 
 namespace zkasio::detail {
@@ -316,7 +317,8 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
 };
 
 // One acquire of a fair queue (start_acquire), from the caller's operation
-// to its completion `done_`.
+// to its completion `done_`: acquire_flow's runner, and fair_acquire's for
+// each of its attempts.
 class acquire_op final : public contender_run {
  public:
   acquire_op(std::shared_ptr<engine_state> m, acquire_request request, completion_ptr<lock> done)
@@ -328,37 +330,84 @@ class acquire_op final : public contender_run {
     // The caller's cancellation (terminal, partial) has completed the
     // operation (operation_aborted) when this runs; what is left goes.
     done_->on_cancel = [weak = weak()] {
-      if (auto self = weak.lock()) self->abort(asio::error::operation_aborted);
+      if (auto self = weak.lock()) self->stop_with(asio::error::operation_aborted);
     };
     if (request_.deadline) {
       deadline_ = std::make_unique<asio::steady_timer>(m_->strand, *request_.deadline);
       deadline_->async_wait([weak = weak()](std::error_code ec) {
         auto self = weak.lock();
-        if (!ec && self) self->abort(deadline_passed(self->m_->s));
+        if (!ec && self) self->stop_with(deadline_passed(self->m_->s));
       });
     }
-    if (request_.who) {
-      // (Queueing behind its own node would wait for ever.)
-      auto again = reentry_of(*m_, *request_.who, request_.kind);
-      switch (again.what) {
-        case reentry::none: break;
-        case reentry::again: return complete({}, grant_of(again.h));
-        case reentry::lost: return complete(make_error_code(error::lock_lost));
-        case reentry::deadlock: return complete(make_error_code(error::would_deadlock));
-        case reentry::downgrade:
-          downgrade_of_ = again.h->name;
-          downgrade_token_ = again.h->token;
-          break;
-      }
-    }
-    if (m_->options.local_handoff) return join_run();
-    attempt_again();
+    acquire_flow::request flow{.try_once = request_.try_once,
+                               .local_run = m_->options.local_handoff.has_value(),
+                               .requeue_on_expiry = m_->options.requeue_on_expiry};
+    if (request_.who) flow.holds = reentry_with(reentry_of(*m_, *request_.who, request_.kind));
+    flow_.emplace(flow);
+    carry_out(flow_->start(look()));
   }
 
  private:
   std::weak_ptr<acquire_op> weak() { return std::static_pointer_cast<acquire_op>(shared_from_this()); }
 
   const std::string& node_data() const override { return request_.data ? *request_.data : m_->options.data; }
+
+  // The owner's hold found (reentry_of): kept for a grant again, or a
+  // downgrade's attempt.
+  acquire_flow::reentry reentry_with(const reentry& found) {
+    using r = acquire_flow::reentry;
+    switch (found.what) {
+      case reentry::none: return r::none;
+      case reentry::again: again_ = found.h; return r::again;
+      case reentry::lost: return r::lost;
+      case reentry::deadlock: return r::deadlock;
+      case reentry::downgrade:
+        downgrade_of_ = found.h->name;
+        downgrade_token_ = found.h->token;
+        return r::downgrade;
+    }
+    return r::none;
+  }
+
+  acquire_flow::look look() const {
+    auto state = m_->s.state();
+    return {.generation = m_->s.generation(),
+            .connected = state == session_state::connected,
+            .expired = state == session_state::expired,
+            .closed = state == session_state::closed,
+            .run_active = m_->run.active};
+  }
+
+  void feed(const acquire_flow::event& e) { carry_out(flow_->resume(e, look())); }
+
+  void carry_out(acquire_flow::action next) {
+    using af = acquire_flow;
+    if (auto* a = std::get_if<af::attempt>(&next)) {
+      if (a->take_lead) {
+        m_->run.active = true;
+        lead_ = run_lead(m_);
+      }
+      return attempt_again();
+    }
+    if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
+    if (std::holds_alternative<af::connect>(next))
+      return m_->s.async_connect(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
+        static_cast<acquire_op&>(*self).feed(af::connected{ec});
+      }));
+    if (std::holds_alternative<af::keep_waiting>(next)) return;
+    if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(again_));
+    if (std::holds_alternative<af::take_handed>(next)) return complete({}, std::move(std::exchange(ticket_, nullptr)->handed));
+    if (std::holds_alternative<af::pass_on>(next)) return ticket_.reset();  // (its lock, its lead: to the next)
+    if (std::holds_alternative<af::granted>(next)) {
+      auto a = whole();
+      auto held = granted(m_, a, request_.who);
+      lead_.hand_to(held);
+      return complete({}, std::move(held));
+    }
+    auto& failed = std::get<af::fail>(next);
+    if (failed.after_removal) return complete_after(std::exchange(removing_, {}), failed.ec);
+    complete(failed.ec);
+  }
 
   void attempt_again() {
     run({.kind = request_.kind,
@@ -377,38 +426,33 @@ class acquire_op final : public contender_run {
     return a;
   }
 
+  // An attempt failed: its node goes (in the background) before the flow
+  // decides what follows.
   void ended(const fair_acquire::action& end) override {
-    auto a = whole();
-    if (std::holds_alternative<fair_acquire::grant>(end)) {
-      auto held = granted(m_, a, request_.who);
-      lead_.hand_to(held);
-      return complete({}, std::move(held));
-    }
-    auto ec = std::get<fair_acquire::fail>(end).ec;
-    auto removing = discard(m_, {a});
-    if (ec == error::lock_busy) return complete_after(std::move(removing), ec);
-    // After an expiry, with requeue_on_expiry: as a new attempt, in the
-    // session that follows, within the same deadline.
-    if (!downgrade_of_ && queue_again(ec, *m_, request_.try_once, a.generation)) return attempt_again();
-    complete(ec);
+    auto* failed = std::get_if<fair_acquire::fail>(&end);
+    if (failed) removing_ = discard(m_, {whole()});
+    feed(acquire_flow::attempt_ended{failed ? failed->ec : std::error_code{}, fsm_->generation()});
   }
 
-  // The deadline, or the caller's cancellation: the attempt stops where it
-  // stands, its node goes in the background.
-  void abort(std::error_code ec) {
-    if (finished_) return;
-    if (auto wait = run_wait_.lock()) wait->cancel();  // leaves the local run's line
-    ticket_.reset();  // (a lock or the lead handed over meanwhile goes on)
-    bool running = fsm_ && !fsm_->finished();
-    stop();
-    if (running) discard(m_, {whole()});
-    complete(ec);
+  // The deadline, or the caller's cancellation: what runs stops where it
+  // stands (an attempt's node goes in the background; a wait in the run
+  // leaves its line).
+  void stop_with(std::error_code ec) {
+    if (!flow_ || flow_->finished()) return;
+    bool attempting = flow_->attempting(), waiting = flow_->waiting_in_run();
+    auto next = flow_->resume(acquire_flow::stopped{ec}, look());
+    if (waiting)
+      if (auto wait = run_wait_.lock()) wait->cancel();
+    if (attempting && fsm_ && !fsm_->finished()) {
+      stop();
+      discard(m_, {whole()});
+    }
+    carry_out(next);
   }
 
   // After lock_busy (a try), the nodes are gone by the time it reports
   // (operation_aborted if cancelled meanwhile: they go on).
   void complete_after(std::vector<background<std::error_code>> removing, std::error_code ec) {
-    finished_ = true;
     asio::co_spawn(
         m_->strand,
         [](std::vector<background<std::error_code>> removing, std::error_code ec) -> awaitable<std::error_code> {
@@ -417,38 +461,24 @@ class acquire_op final : public contender_run {
           co_return ec;
         }(std::move(removing), ec),
         [self = shared_from_this()](std::exception_ptr e, std::error_code ec) {
-          static_cast<acquire_op&>(*self).settle(e ? code_of(e) : ec, {});
+          static_cast<acquire_op&>(*self).complete(e ? code_of(e) : ec);
         });
   }
 
   void complete(std::error_code ec, lock held = {}) {
-    if (finished_) return;
-    finished_ = true;
-    settle(ec, std::move(held));
-  }
-
-  void settle(std::error_code ec, lock held) {
     if (deadline_) deadline_->cancel();
     lead_ = {};  // (not given to a hold: it goes on)
     done_->complete(ec, std::move(held));
   }
 
-  // A lock object with local_handoff: the acquire leads its run when nobody
-  // does; else waits in it, in order, until handed the lock or the lead (see
-  // local_run in engine.hpp). A try fails with lock_busy while someone
-  // leads.
-  void join_run() {
-    if (!m_->run.active) {
-      m_->run.active = true;
-      lead_ = run_lead(m_);
-      return attempt_again();
-    }
-    if (request_.try_once) return complete(make_error_code(error::lock_busy));
-    joined_ = m_->s.generation();
+  // Waits in the local run's line (see local_run in engine.hpp) until
+  // handed the lock or the lead, each in the ticket.
+  void join_line() {
     ticket_ = std::make_shared<run_ticket>();
     // (The line holds the wait, and the wait this acquire.)
-    auto wait = make_completion<>(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code) {
-                                    static_cast<acquire_op&>(*self).handed();
+    // (Cancelled, as the acquire stops: nothing was handed over.)
+    auto wait = make_completion<>(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
+                                    if (!ec) static_cast<acquire_op&>(*self).handed();
                                   }),
                                   m_->strand, m_->strand, read_cancellation);
     // A waiter that leaves, leaves the line at once (the line may be long).
@@ -459,41 +489,26 @@ class acquire_op final : public contender_run {
     m_->run.waiting.push_back({std::move(wait), request_.who, ticket_});
   }
 
-  // Handed the lock, or the lead, by the run. (Ended meanwhile: what it was
-  // handed went on with the ticket.)
+  // Handed the lock, or the lead, by the run.
   void handed() {
-    if (finished_ || !ticket_) return;
-    auto ticket = std::exchange(ticket_, nullptr);
-    if (!ticket->lead.leads()) return complete({}, std::move(ticket->handed));
-    lead_ = std::move(ticket->lead);
-    // Its place was behind the run's node: lost if the session it waited
-    // in expired meanwhile (as a waiter's node goes with its session). Known
-    // once connected again (within the deadline).
-    if (m_->s.state() == session_state::connected) return lead_taken({});
-    m_->s.async_connect(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
-      auto& op = static_cast<acquire_op&>(*self);
-      if (!op.finished_) op.lead_taken(ec);
-    }));
-  }
-
-  void lead_taken(std::error_code ec) {
-    if (ec) return complete(ec);
-    auto expired = make_error_code(zk_error::session_expired);
-    if (m_->s.generation() != joined_ && !queue_again(expired, *m_, false, joined_)) return complete(expired);
-    attempt_again();
+    bool lead = ticket_->lead.leads();
+    auto next = flow_->resume(acquire_flow::handed{.lock = !lead}, look());
+    if (lead && !flow_->finished()) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
+    carry_out(next);
   }
 
   acquire_request request_;
   completion_ptr<lock> done_;
+  std::optional<acquire_flow> flow_;
+  std::shared_ptr<hold> again_;  // reentry: the owner's hold, granted again
   // A downgrade's: its owner's write node, and that grant's fencing token.
   std::optional<std::string> downgrade_of_;
   std::int64_t downgrade_token_ = 0;
+  std::vector<background<std::error_code>> removing_;  // a failed attempt's node, going
   std::unique_ptr<asio::steady_timer> deadline_;
-  run_lead lead_;                        // of the local run, while this acquire leads it
-  std::shared_ptr<run_ticket> ticket_;   // while waiting in the local run
+  run_lead lead_;                         // of the local run, while this acquire leads it
+  std::shared_ptr<run_ticket> ticket_;    // while waiting in the local run, until what it was handed is taken
   std::weak_ptr<completion<>> run_wait_;  // that wait
-  std::uint64_t joined_ = 0;             // the session's generation when it joined the run
-  bool finished_ = false;
 };
 
 // Creates a lease node (async_create_node) for its caller's attempt, which

@@ -18,6 +18,17 @@ inline bool rides_through(std::error_code ec, bool one_look, std::uint64_t now, 
   return !one_look && ec == condition::retryable && now == made_in;
 }
 
+// Whether an acquire whose attempt failed with `ec` queues again: after an
+// expiry, with requeue_on_expiry, not a try, when a session follows the one
+// its node was made in (`made_in`): not `closed`, and not `expired` in that
+// generation (a session that will reconnect counts its next generation,
+// `now`, before it says expired: session_impl.cpp).
+inline bool queues_again(std::error_code ec, bool requeue_on_expiry, bool one_look, std::uint64_t made_in,
+                         std::uint64_t now, bool expired, bool closed) {
+  bool session_follows = !closed && (now != made_in || !expired);
+  return ec == zk_error::session_expired && requeue_on_expiry && !one_look && session_follows;
+}
+
 inline std::error_code code(zk_error e) { return make_error_code(e); }
 inline std::error_code code(error e) { return make_error_code(e); }
 

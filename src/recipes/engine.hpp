@@ -9,9 +9,11 @@
 //                       and a mutex's in-process handoff (lock_options::local_handoff)
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
-//   fair_acquire.cpp    the fair queue's acquire (mutex, shared_mutex, election, a
-//                       semaphore's lease nodes) as a state machine without I/O
-//   acquire_runner.cpp  its runner: every lock recipe's acquire (start_acquire)
+//   fair_acquire.cpp    one attempt of the fair queue's acquire (mutex, shared_mutex,
+//                       election, a semaphore's lease nodes) as a state machine without I/O
+//   acquire_flow.cpp    the acquire around its attempts (reentry, the local run, queueing
+//                       again, the deadline and cancellation), a state machine too
+//   acquire_runner.cpp  their runner: every lock recipe's acquire (start_acquire)
 //   engine_leases.cpp   the semaphore's leases (its wait for room decided by room_wait.cpp,
 //                       a state machine without I/O)
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode),
@@ -20,8 +22,8 @@
 //   lock.cpp            the lock object and owner
 // and, beside them, the decisions without I/O: queue_rule.cpp (each recipe's
 // rule), known_nodes.cpp (this process's knowledge of its nodes),
-// room_wait.cpp and race_acquire.cpp (the semaphore's wait for room and the
-// race recipes' acquire, as state machines).
+// acquire_flow.cpp, fair_acquire.cpp, room_wait.cpp and race_acquire.cpp
+// (the state machines), decisions.hpp (what they share).
 #pragma once
 
 #include <asio/bind_cancellation_slot.hpp>

@@ -69,9 +69,8 @@ awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> r
 // say expired.)
 bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::uint64_t generation) {
   auto state = m.s.state();
-  bool session_follows = state != session_state::closed &&
-                         (m.s.generation() != generation || state != session_state::expired);
-  return ec == zk_error::session_expired && m.options.requeue_on_expiry && !try_once && session_follows;
+  return queues_again(ec, m.options.requeue_on_expiry, try_once, generation, m.s.generation(),
+                      state == session_state::expired, state == session_state::closed);
 }
 
 }  // namespace zkasio::detail
