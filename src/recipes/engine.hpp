@@ -14,16 +14,16 @@
 //   acquire_flow.cpp    the acquire around its attempts (reentry, the local run, queueing
 //                       again, the deadline and cancellation), a state machine too
 //   acquire_runner.cpp  their runner: every lock recipe's acquire (start_acquire)
-//   engine_leases.cpp   the semaphore's leases (its wait for room decided by room_wait.cpp,
-//                       a state machine without I/O)
+//   engine_leases.cpp   the semaphore's leases (decided by lease_acquire.cpp and, its wait
+//                       for room, room_wait.cpp: state machines without I/O)
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode),
 //                       decided by race_acquire.cpp
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
 //   lock.cpp            the lock object and owner
 // and, beside them, the decisions without I/O: queue_rule.cpp (each recipe's
 // rule), known_nodes.cpp (this process's knowledge of its nodes),
-// acquire_flow.cpp, fair_acquire.cpp, room_wait.cpp and race_acquire.cpp
-// (the state machines), decisions.hpp (what they share).
+// acquire_flow.cpp, fair_acquire.cpp, lease_acquire.cpp, room_wait.cpp and
+// race_acquire.cpp (the state machines), decisions.hpp (what they share).
 #pragma once
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -369,6 +369,15 @@ awaitable<Result> until(const session& s, awaitable<Result> work, std::chrono::s
   co_return result;
 }
 
+// `work`, under `deadline` if there is one (until).
+template <class Result>
+awaitable<Result> within(const session& s, awaitable<Result> work,
+                         std::optional<std::chrono::steady_clock::time_point> deadline) {
+  // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
+  if (deadline) co_return co_await until(s, std::move(work), *deadline);
+  co_return co_await std::move(work);
+}
+
 // ----------------------------------------------------------- engine_nodes.cpp
 
 // The listing of the lock's children that the contenders asking now share,
@@ -459,9 +468,7 @@ awaitable<std::tuple<std::error_code, lock>> settle(const session& s, awaitable<
   std::tuple<std::error_code, lock> result;
   auto& ec = std::get<0>(result);
   try {
-    // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-    if (deadline) result = co_await until(s, std::move(work), *deadline);
-    else result = co_await std::move(work);
+    result = co_await within(s, std::move(work), deadline);
   } catch (const std::system_error& e) {
     ec = e.code();
   }

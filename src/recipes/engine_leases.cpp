@@ -1,6 +1,7 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
 #include "engine.hpp"
 #include "acquire_runner.hpp"
+#include "lease_acquire.hpp"
 #include "room_wait.hpp"
 
 namespace zkasio::detail {
@@ -14,8 +15,8 @@ using guard_watch = strand_latch;
 
 // Until the leases' children leave room for all of `mine` (room_wait.hpp
 // decides; this carries its actions out on the session).
-awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
-                                         std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
+awaitable<std::tuple<std::error_code>> wait_for_room(std::shared_ptr<engine_state> m, const std::vector<attempt>& mine,
+                                                     std::size_t max, bool try_once, std::shared_ptr<guard_watch> guard) {
   auto& s = m->s;
   room_wait::leases leases{.generation = mine.front().generation, .max = max, .one_look = try_once};
   for (auto& a : mine) leases.names.push_back(a.node.name);
@@ -25,8 +26,8 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
   };
   for (auto next = fsm.start(now());;) {
     room_wait::event e;
-    if (auto* f = std::get_if<room_wait::fail>(&next)) co_return f->ec;
-    if (std::holds_alternative<room_wait::granted>(next)) co_return std::error_code{};
+    if (auto* f = std::get_if<room_wait::fail>(&next)) co_return std::make_tuple(f->ec);
+    if (std::holds_alternative<room_wait::granted>(next)) co_return std::make_tuple(std::error_code{});
     if (std::holds_alternative<room_wait::list>(next)) {
       auto [ec, kids] = co_await s.async_get_children(m->path, as_tuple(use_awaitable));
       e = room_wait::listed{ec, std::move(kids.names), kids.stat.cversion};
@@ -39,7 +40,7 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
       auto cversion = std::get<room_wait::watch>(next).cversion;
       auto woken = co_await (s.async_wait_children_changed(m->path, cversion, as_tuple(use_awaitable)) ||
                              guard->async_wait(as_tuple(use_awaitable)));
-      if (woken.index() == 1 && !guard->is_set()) co_return std::error_code(asio::error::operation_aborted);
+      if (woken.index() == 1 && !guard->is_set()) co_return std::make_tuple(std::error_code(asio::error::operation_aborted));
       if (woken.index() == 1) e = room_wait::mutex_lost{};
       else e = room_wait::changed{std::get<0>(std::get<0>(woken))};
     }
@@ -47,94 +48,82 @@ awaitable<std::error_code> wait_for_room(std::shared_ptr<engine_state> m, const 
   }
 }
 
-// Creates the lease nodes of `mine`, then waits for room for all of them.
-awaitable<std::tuple<std::error_code>> take_leases(std::shared_ptr<engine_state> m, std::vector<attempt>& mine,
-                                                   std::size_t max, bool try_once,
-                                                   std::shared_ptr<guard_watch> guard) {
-  for (auto& a : mine) {
-    auto [ec] = co_await async_create_node(m, a, as_tuple(use_awaitable));
-    if (!ec && a.generation != mine.front().generation) ec = make_error_code(zk_error::session_expired);
-    if (ec) co_return std::make_tuple(ec);
-  }
-  co_return std::make_tuple(co_await wait_for_room(m, mine, max, try_once, std::move(guard)));
-}
-
-// One attempt of acquire_leases; `mutex_lost` tells whether the semaphore's
-// mutex may have been lost while it waited for room.
-asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> lease_attempt(std::shared_ptr<engine_state> leases,
-                                                                            std::shared_ptr<engine_state> locks,
-                                                                            lease_request request, bool& mutex_lost) {
-  using result_type = std::tuple<std::error_code, std::vector<lock>>;
-  auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
-  if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
-  if (request.count < 1 || request.count > request.max)
-    co_return failed(make_error_code(error::invalid_lease_count));
-  // One acquirer at a time waits for room (the semaphore's mutex, as
-  // Curator's): so n leases are taken all at once, and no two zkasio
-  // acquirers of several leases can each hold part of what the other waits
-  // for.
+// An attempt's leases, not made yet.
+std::vector<attempt> fresh_leases(const engine_state& leases, std::size_t count, bool try_once) {
   std::vector<attempt> mine;
-  for (std::size_t i = 0; i < request.count; ++i)
+  for (std::size_t i = 0; i < count; ++i)
     mine.push_back({.kind = node_kind::lease,
                     .uuid = make_uuid(),
-                    .data = leases->options.data,
-                    .one_look = request.try_once,
+                    .data = leases.options.data,
+                    .one_look = try_once,
                     .node = {},
                     .stat = {}});
-  std::error_code ec;
-  lock guard;  // (released in the background when dropped)
-  try {
-    std::tie(ec, guard) = co_await async_acquire(locks, {.try_once = request.try_once, .deadline = request.deadline},
-                                                 as_tuple(use_awaitable));
-    if (ec) co_return failed(ec);
-    auto watch = std::make_shared<guard_watch>(leases->strand);
-    // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
-    guard.lost_slot().assign([watch](asio::cancellation_type) { watch->set(); });
-    if (request.deadline)
-      std::tie(ec) = co_await until(leases->s, take_leases(leases, mine, request.max, request.try_once, watch), *request.deadline);
-    else
-      std::tie(ec) = co_await take_leases(leases, mine, request.max, request.try_once, watch);
-    mutex_lost = watch->is_set();
-  } catch (const std::system_error& e) {
-    ec = e.code();
-  }
-  if (ec) {
-    auto removing = discard(leases, std::move(mine));
-    if (ec == error::lock_busy) {
-      try {
-        ec = co_await busy_after(std::move(removing));
-      } catch (const std::system_error&) {
-        ec = asio::error::operation_aborted;
-      }
-    }
-    co_return failed(ec);
-  }
-  std::vector<lock> held;
-  for (auto& a : mine) held.push_back(granted(leases, a, std::nullopt));
-  co_return result_type(std::error_code{}, std::move(held));
+  return mine;
 }
 
 }  // namespace
 
+// lease_acquire's runner: each action carried out on the session (the
+// deadline over each), its end fed back in. Cancelled (a co_await throws),
+// what the attempt made goes in the background.
 asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
                                                                              std::shared_ptr<engine_state> locks,
                                                                              lease_request request) {
-  for (;;) {
-    bool mutex_lost = false;
-    auto generation = leases->s.generation();
-    auto result = co_await lease_attempt(leases, locks, request, mutex_lost);
-    auto& ec = std::get<0>(result);
-    // The semaphore's mutex may be lost while the acquirer waits for room
-    // (disconnected past the policy's patience, its node deleted, its
-    // session expiring): its lease nodes are deleted, and as it held no
-    // lease, nothing is lost to the caller. In the same session it queues
-    // again for the mutex, within its deadline; after an expiry, as any
-    // waiter of an expired session (requeue_on_expiry).
-    if (mutex_lost && ec == error::lock_lost && !request.try_once) {
-      if (leases->s.generation() == generation && leases->s.state() != session_state::expired) continue;
-      ec = make_error_code(zk_error::session_expired);
+  using result_type = std::tuple<std::error_code, std::vector<lock>>;
+  auto failed = [](std::error_code ec) { return result_type(ec, std::vector<lock>{}); };
+  if (co_await cancelled_already()) co_return failed(asio::error::operation_aborted);
+  lease_acquire fsm({.count = request.count,
+                     .max = request.max,
+                     .try_once = request.try_once,
+                     .requeue_on_expiry = leases->options.requeue_on_expiry});
+  auto now = [&s = leases->s] {
+    auto state = s.state();
+    return lease_acquire::look{s.generation(), state == session_state::expired, state == session_state::closed};
+  };
+  std::vector<attempt> mine;
+  lock guard;  // the semaphore's mutex, while an attempt holds it (released in the background when dropped)
+  std::shared_ptr<guard_watch> watch;
+  std::vector<background<std::error_code>> removing;
+  try {
+    for (auto next = fsm.start(now());;) {
+      lease_acquire::event e;
+      if (std::holds_alternative<lease_acquire::granted>(next)) {
+        std::vector<lock> held;
+        for (auto& a : mine) held.push_back(granted(leases, a, std::nullopt));
+        co_return result_type(std::error_code{}, std::move(held));
+      }
+      if (auto* f = std::get_if<lease_acquire::fail>(&next)) {
+        if (f->after_removal) co_return failed(co_await busy_after(std::move(removing)));
+        co_return failed(f->ec);
+      }
+      if (std::holds_alternative<lease_acquire::take_mutex>(next)) {
+        guard = {};
+        mine = fresh_leases(*leases, request.count, request.try_once);
+        auto [ec, taken] = co_await async_acquire(
+            locks, {.try_once = request.try_once, .deadline = request.deadline}, as_tuple(use_awaitable));
+        guard = std::move(taken);
+        if (!ec) {
+          watch = std::make_shared<guard_watch>(leases->strand);
+          // (Emitted on the locks' strand, which is this one: see semaphore.hpp.)
+          guard.lost_slot().assign([watch](asio::cancellation_type) { watch->set(); });
+        }
+        e = lease_acquire::mutex_taken{ec};
+      } else if (auto* l = std::get_if<lease_acquire::make_lease>(&next)) {
+        auto& a = mine[l->index];
+        auto [ec] = co_await within(leases->s, async_create_node(leases, a, as_tuple(use_awaitable)), request.deadline);
+        e = lease_acquire::lease_made{ec, a.generation};
+      } else {
+        auto [ec] = co_await within(leases->s, wait_for_room(leases, mine, request.max, request.try_once, watch),
+                                    request.deadline);
+        e = lease_acquire::room_ended{ec, watch->is_set()};
+      }
+      // A failed attempt's leases go before what follows is decided.
+      if (std::visit([](auto& ended) { return bool(ended.ec); }, e)) removing = discard(leases, std::exchange(mine, {}));
+      next = fsm.resume(e, now());
     }
-    if (!queue_again(ec, *leases, request.try_once, generation)) co_return result;
+  } catch (const std::system_error& e) {
+    discard(leases, std::move(mine));
+    co_return failed(e.code());
   }
 }
 

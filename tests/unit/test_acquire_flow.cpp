@@ -11,6 +11,8 @@
 #include <zkasio/error.hpp>
 
 #include "recipes/acquire_flow.hpp"
+#include "recipes/decisions.hpp"
+#include "scripted.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;
@@ -29,14 +31,7 @@ af::look expired_for_good() { return {.generation = generation, .connected = fal
 af::look next_session() { return {.generation = generation + 1}; }
 af::look closed_session() { return {.generation = generation, .connected = false, .closed = true}; }
 
-std::error_code failure(const af::action& a) {
-  REQUIRE(std::holds_alternative<af::fail>(a));
-  return std::get<af::fail>(a).ec;
-}
-
-std::error_code code_of(zk_error e) { return make_error_code(e); }
-std::error_code code_of(error e) { return make_error_code(e); }
-std::error_code timed_out() { return code_of(error::lock_timeout); }
+std::error_code timed_out() { return code(error::lock_timeout); }
 std::error_code aborted() { return asio::error::operation_aborted; }
 
 // A lock object with local_handoff whose run someone leads: the acquire
@@ -67,33 +62,33 @@ TEST_CASE("reentry by owner: granted again, lost, a would-be deadlock, a downgra
   CHECK(std::holds_alternative<af::granted_again>(again.start(connected())));
   CHECK(again.finished());
   af lost({.holds = af::reentry::lost});
-  CHECK(failure(lost.start(connected())) == error::lock_lost);
+  CHECK(failure<af>(lost.start(connected())) == error::lock_lost);
   af deadlock({.holds = af::reentry::deadlock});
-  CHECK(failure(deadlock.start(connected())) == error::would_deadlock);
+  CHECK(failure<af>(deadlock.start(connected())) == error::would_deadlock);
   // A downgrade queues a node, and is never queued again after an expiry:
   // its write node went with the session.
   af downgrade({.requeue_on_expiry = true, .holds = af::reentry::downgrade});
   CHECK(downgrade.downgrade());
   CHECK(attempts(downgrade.start(connected())));
-  CHECK(failure(downgrade.resume(af::attempt_ended{code_of(zk_error::session_expired), generation}, next_session())) ==
+  CHECK(failure<af>(downgrade.resume(af::attempt_ended{code(zk_error::session_expired), generation}, next_session())) ==
         zk_error::session_expired);
 }
 
 TEST_CASE("an attempt's failure: lock_busy once its node is gone, others as they are") {
   af busy({.try_once = true});
   CHECK(attempts(busy.start(connected())));
-  auto end = busy.resume(af::attempt_ended{code_of(error::lock_busy), generation}, connected());
-  CHECK(failure(end) == error::lock_busy);
+  auto end = busy.resume(af::attempt_ended{code(error::lock_busy), generation}, connected());
+  CHECK(failure<af>(end) == error::lock_busy);
   CHECK(std::get<af::fail>(end).after_removal);
   af lost({});
   CHECK(attempts(lost.start(connected())));
-  end = lost.resume(af::attempt_ended{code_of(error::lock_lost), generation}, connected());
-  CHECK(failure(end) == error::lock_lost);
+  end = lost.resume(af::attempt_ended{code(error::lock_lost), generation}, connected());
+  CHECK(failure<af>(end) == error::lock_lost);
   CHECK_FALSE(std::get<af::fail>(end).after_removal);
 }
 
 TEST_CASE("requeue_on_expiry: another attempt in the session that follows, and only then") {
-  auto expired = code_of(zk_error::session_expired);
+  auto expired = code(zk_error::session_expired);
   auto after = [&](af::request r, af::look now) {
     af flow(r);
     CHECK(attempts(flow.start(connected())));
@@ -102,10 +97,10 @@ TEST_CASE("requeue_on_expiry: another attempt in the session that follows, and o
   af::request requeue{.requeue_on_expiry = true};
   CHECK(attempts(after(requeue, next_session())));    // a new session already
   CHECK(attempts(after(requeue, next_being_made())));
-  CHECK(failure(after(requeue, expired_for_good())) == zk_error::session_expired);
-  CHECK(failure(after(requeue, closed_session())) == zk_error::session_expired);
-  CHECK(failure(after({}, next_session())) == zk_error::session_expired);
-  CHECK(failure(after({.try_once = true, .requeue_on_expiry = true}, next_session())) == zk_error::session_expired);
+  CHECK(failure<af>(after(requeue, expired_for_good())) == zk_error::session_expired);
+  CHECK(failure<af>(after(requeue, closed_session())) == zk_error::session_expired);
+  CHECK(failure<af>(after({}, next_session())) == zk_error::session_expired);
+  CHECK(failure<af>(after({.try_once = true, .requeue_on_expiry = true}, next_session())) == zk_error::session_expired);
   // Queued again, the attempt that follows is granted.
   af flow(requeue);
   CHECK(attempts(flow.start(connected())));
@@ -126,7 +121,7 @@ TEST_CASE("the local run idle: the acquire leads it, and its grant takes the lea
 TEST_CASE("the local run led by another: a try is busy at once, with nothing queued") {
   af flow({.try_once = true, .local_run = true});
   auto end = flow.start(connected(true));
-  CHECK(failure(end) == error::lock_busy);
+  CHECK(failure<af>(end) == error::lock_busy);
   CHECK_FALSE(std::get<af::fail>(end).after_removal);
 }
 
@@ -155,13 +150,13 @@ TEST_CASE("handed the lead: it attempts at once when connected, else once connec
 
   auto never = waiting_in_run();
   CHECK(std::holds_alternative<af::connect>(never.resume(af::handed{}, disconnected())));
-  CHECK(failure(never.resume(af::connected{code_of(error::session_closed)}, closed_session())) == error::session_closed);
+  CHECK(failure<af>(never.resume(af::connected{code(error::session_closed)}, closed_session())) == error::session_closed);
   CHECK_FALSE(never.leads());  // it goes on to the next waiter
 }
 
 TEST_CASE("handed the lead after the session it waited in expired: its place went with it, unless it queues again") {
   auto plain = waiting_in_run();
-  CHECK(failure(plain.resume(af::handed{}, next_session())) == zk_error::session_expired);
+  CHECK(failure<af>(plain.resume(af::handed{}, next_session())) == zk_error::session_expired);
   CHECK_FALSE(plain.leads());
 
   auto requeued = waiting_in_run({.local_run = true, .requeue_on_expiry = true});
@@ -175,12 +170,12 @@ TEST_CASE("handed the lead after the session it waited in expired: its place wen
 
   auto unrequeued = waiting_in_run();
   CHECK(std::holds_alternative<af::connect>(unrequeued.resume(af::handed{}, next_being_made())));
-  CHECK(failure(unrequeued.resume(af::connected{}, next_session())) == zk_error::session_expired);
+  CHECK(failure<af>(unrequeued.resume(af::connected{}, next_session())) == zk_error::session_expired);
 
   // Handed as the session expired for good: no session follows.
   auto ended = waiting_in_run({.local_run = true, .requeue_on_expiry = true});
   CHECK(std::holds_alternative<af::connect>(ended.resume(af::handed{}, expired_for_good())));
-  CHECK(failure(ended.resume(af::connected{code_of(zk_error::session_expired)}, expired_for_good())) ==
+  CHECK(failure<af>(ended.resume(af::connected{code(zk_error::session_expired)}, expired_for_good())) ==
         zk_error::session_expired);
 }
 
@@ -190,7 +185,7 @@ TEST_CASE("the lead or the lock handed over in the tick the deadline fires goes 
   // wedged a lock object for ever).
   for (bool lock : {false, true}) {
     auto flow = waiting_in_run();
-    CHECK(failure(flow.resume(af::stopped{timed_out()}, connected(true))) == error::lock_timeout);
+    CHECK(failure<af>(flow.resume(af::stopped{timed_out()}, connected(true))) == error::lock_timeout);
     CHECK(std::holds_alternative<af::pass_on>(flow.resume(af::handed{.lock = lock}, connected(true))));
     CHECK_FALSE(flow.leads());
   }
@@ -198,7 +193,7 @@ TEST_CASE("the lead or the lock handed over in the tick the deadline fires goes 
 
 TEST_CASE("stopped in every state: it fails with the stop's reason, the lead goes on, and late replies are dropped") {
   auto stop_then = [](af flow, af::look now, af::event late) {
-    CHECK(failure(flow.resume(af::stopped{aborted()}, now)) == asio::error::operation_aborted);
+    CHECK(failure<af>(flow.resume(af::stopped{aborted()}, now)) == asio::error::operation_aborted);
     CHECK(flow.finished());
     CHECK_FALSE(flow.leads());
     CHECK(std::holds_alternative<af::keep_waiting>(flow.resume(late, now)));
@@ -218,12 +213,12 @@ TEST_CASE("stopped in every state: it fails with the stop's reason, the lead goe
   SUBCASE("attempting, without a run") {
     af flow({});
     CHECK(attempts(flow.start(connected())));
-    stop_then(std::move(flow), connected(), af::attempt_ended{code_of(error::lock_lost), generation});
+    stop_then(std::move(flow), connected(), af::attempt_ended{code(error::lock_lost), generation});
   }
   SUBCASE("attempting again after an expiry") {
     af flow({.requeue_on_expiry = true});
     CHECK(attempts(flow.start(connected())));
-    CHECK(attempts(flow.resume(af::attempt_ended{code_of(zk_error::session_expired), generation}, next_session())));
+    CHECK(attempts(flow.resume(af::attempt_ended{code(zk_error::session_expired), generation}, next_session())));
     stop_then(std::move(flow), next_session(), af::attempt_ended{{}, generation + 1});
   }
 }
@@ -231,19 +226,19 @@ TEST_CASE("stopped in every state: it fails with the stop's reason, the lead goe
 TEST_CASE("an event no action waits for is a broken promise: internal_error") {
   auto handed_while_attempting = af({});
   CHECK(attempts(handed_while_attempting.start(connected())));
-  CHECK(failure(handed_while_attempting.resume(af::handed{}, connected())) == error::internal_error);
+  CHECK(failure<af>(handed_while_attempting.resume(af::handed{}, connected())) == error::internal_error);
 
   auto ended_while_waiting = waiting_in_run();
-  CHECK(failure(ended_while_waiting.resume(af::attempt_ended{{}, generation}, connected(true))) ==
+  CHECK(failure<af>(ended_while_waiting.resume(af::attempt_ended{{}, generation}, connected(true))) ==
         error::internal_error);
   CHECK_FALSE(ended_while_waiting.leads());
 
   auto connected_while_waiting = waiting_in_run();
-  CHECK(failure(connected_while_waiting.resume(af::connected{}, connected(true))) == error::internal_error);
+  CHECK(failure<af>(connected_while_waiting.resume(af::connected{}, connected(true))) == error::internal_error);
 
   af unstarted({});
-  CHECK(failure(unstarted.resume(af::connected{}, connected())) == error::internal_error);
+  CHECK(failure<af>(unstarted.resume(af::connected{}, connected())) == error::internal_error);
   af twice({});
   CHECK(attempts(twice.start(connected())));
-  CHECK(failure(twice.start(connected())) == error::internal_error);
+  CHECK(failure<af>(twice.start(connected())) == error::internal_error);
 }

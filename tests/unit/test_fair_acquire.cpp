@@ -12,6 +12,7 @@
 #include <zkasio/error.hpp>
 
 #include "recipes/fair_acquire.hpp"
+#include "scripted.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;
@@ -82,11 +83,6 @@ template <class Action>
 bool is(const fa::action& a) {
   return std::holds_alternative<Action>(a);
 }
-std::error_code failure(const fa::action& a) {
-  REQUIRE(is<fa::fail>(a));
-  return std::get<fa::fail>(a).ec;
-}
-
 // The create and listing answered: my node at `sequence`, the queue `queue`.
 fa::event answered(std::int32_t sequence, std::vector<lock_node> queue, std::set<std::string> known = {}) {
   return fa::created_and_listed{.node = node_of(mine_uuid, sequence),
@@ -120,14 +116,14 @@ TEST_CASE("not connected at the start: it waits for the connection; a try fails 
   CHECK(is<fa::create_and_list>(m.resume(fa::connected{}, w)));
 
   fa tried(mutex_contender(true));
-  CHECK(failure(tried.start(w)) == error::not_connected);
+  CHECK(failure<fa>(tried.start(w)) == error::not_connected);
   CHECK_FALSE(tried.submitted());
 
   // A session ended for good: the connect says why (a try too).
   w.awaiting = false;
   fa ended(mutex_contender(true));
   CHECK(is<fa::connect>(ended.start(w)));
-  CHECK(failure(ended.resume(fa::connected{make_error_code(error::not_zookeeper)}, w)) == error::not_zookeeper);
+  CHECK(failure<fa>(ended.resume(fa::connected{make_error_code(error::not_zookeeper)}, w)) == error::not_zookeeper);
 }
 
 TEST_CASE("a waiter behind another process's node: watched on the server, then its own node checked, then granted") {
@@ -167,12 +163,12 @@ TEST_CASE("behind another session's node a waiter watches its own node: once sur
   SUBCASE("its node gone by the time the exists is answered, or deleted while it waits: lock_lost") {
     fa checked(mutex_contender());
     start(checked);
-    CHECK(failure(checked.resume(fa::own_checked{{}, std::nullopt}, w)) == error::lock_lost);
+    CHECK(failure<fa>(checked.resume(fa::own_checked{{}, std::nullopt}, w)) == error::lock_lost);
     CHECK(checked.node_gone());
     fa deleted(mutex_contender());
     start(deleted);
     deleted.resume(fa::own_checked{{}, owned_by(my_session)}, w);
-    CHECK(failure(deleted.resume(fa::own_gone{}, w)) == error::lock_lost);
+    CHECK(failure<fa>(deleted.resume(fa::own_gone{}, w)) == error::lock_lost);
     CHECK(w.gone_log.back() == mine.name);
   }
   SUBCASE("sure, then a reconnection: the events after it come in no order of the changes, so it is checked") {
@@ -186,7 +182,7 @@ TEST_CASE("behind another session's node a waiter watches its own node: once sur
   SUBCASE("a node of its name but another incarnation (another czxid): lock_lost") {
     fa m(mutex_contender());
     start(m);
-    CHECK(failure(m.resume(fa::own_checked{{}, owned_by(my_session, 999)}, w)) == error::lock_lost);
+    CHECK(failure<fa>(m.resume(fa::own_checked{{}, owned_by(my_session, 999)}, w)) == error::lock_lost);
   }
   SUBCASE("the predecessor gone before the exists is answered, or the watch failed: checked by a request") {
     fa early(mutex_contender());
@@ -227,7 +223,7 @@ TEST_CASE("an operator deletes the waiter's node while it waits: lock_lost when 
   m.resume(answered(4, {theirs, mine}), w);
   w.belows = {{}};
   m.resume(fa::gone{}, w);
-  CHECK(failure(m.resume(fa::looked_up{{}, std::nullopt}, w)) == error::lock_lost);
+  CHECK(failure<fa>(m.resume(fa::looked_up{{}, std::nullopt}, w)) == error::lock_lost);
   CHECK(m.node_gone());
   CHECK(w.gone_log.back() == mine.name);
   // A node of the same name owned by a later session is not mine either.
@@ -236,7 +232,7 @@ TEST_CASE("an operator deletes the waiter's node while it waits: lock_lost when 
   later.resume(answered(4, {theirs, mine}), w);
   w.belows = {{}};
   later.resume(fa::gone{}, w);
-  CHECK(failure(later.resume(fa::looked_up{{}, owned_by(other_session)}, w)) == error::lock_lost);
+  CHECK(failure<fa>(later.resume(fa::looked_up{{}, owned_by(other_session)}, w)) == error::lock_lost);
 }
 
 TEST_CASE("a predecessor of the same session is waited for in this process, and not told gone by the waiter") {
@@ -325,7 +321,7 @@ TEST_CASE("a lost create reply: found by its uuid after a sync, owned by this se
     m.resume(fa::connected{}, w);
     m.resume(fa::synced{}, w);
     w.gen = 2;  // a reply of the former session's generation
-    CHECK(failure(m.resume(fa::listed{{}, listing({mine})}, w)) == zk_error::session_expired);
+    CHECK(failure<fa>(m.resume(fa::listed{{}, listing({mine})}, w)) == zk_error::session_expired);
     CHECK(w.added_log.empty());
   }
   SUBCASE("the lookup cut off in turn: asked again, from the connection") {
@@ -345,18 +341,18 @@ TEST_CASE("a try is one look: lock_busy behind another; a lost reply or a cut fa
   auto theirs = node_of(other_uuid, 1);
   fa busy(mutex_contender(true));
   busy.start(w);
-  CHECK(failure(busy.resume(answered(2, {theirs, node_of(mine_uuid, 2)}), w)) == error::lock_busy);
+  CHECK(failure<fa>(busy.resume(answered(2, {theirs, node_of(mine_uuid, 2)}), w)) == error::lock_busy);
   CHECK(busy.submitted());  // its runner deletes its node before it reports
 
   fa lost(mutex_contender(true));
   lost.start(w);
-  CHECK(failure(lost.resume(fa::created_and_listed{.create_ec = connection_loss}, w)) == zk_error::connection_loss);
+  CHECK(failure<fa>(lost.resume(fa::created_and_listed{.create_ec = connection_loss}, w)) == zk_error::connection_loss);
   CHECK(lost.submitted());
 
   fa cut(mutex_contender(true));
   cut.start(w);
   auto e = fa::created_and_listed{.node = node_of(mine_uuid, 2), .stat = owned_by(my_session), .list_ec = connection_loss};
-  CHECK(failure(cut.resume(e, w)) == zk_error::connection_loss);
+  CHECK(failure<fa>(cut.resume(e, w)) == zk_error::connection_loss);
 }
 
 TEST_CASE("disconnections the session survives cost a waiter nothing: the wait cut, it lists again once connected") {
@@ -373,7 +369,7 @@ TEST_CASE("disconnections the session survives cost a waiter nothing: the wait c
   REQUIRE(is<fa::wait_gone>(m.resume(fa::listed{{}, listing({theirs, mine})}, w)));
   // Expired meanwhile instead: the waiter's node went with its session.
   w.gen = 2;
-  CHECK(failure(m.resume(fa::gone{}, w)) == zk_error::session_expired);
+  CHECK(failure<fa>(m.resume(fa::gone{}, w)) == zk_error::session_expired);
 }
 
 TEST_CASE("a busy server: asked again after a pause (the connect carries the busy answer)") {
@@ -403,7 +399,7 @@ TEST_CASE("replies too old to be sure of the session grant nothing: a sync, then
   never.start(w);
   w.is_sure = false;
   w.never = make_error_code(error::invalid_safety_margin);
-  CHECK(failure(never.resume(answered(2, {mine}), w)) == error::invalid_safety_margin);
+  CHECK(failure<fa>(never.resume(answered(2, {mine}), w)) == error::invalid_safety_margin);
 }
 
 TEST_CASE("a downgrade: granted once its write node is still there after a sync; gone: lock_lost") {
@@ -422,7 +418,7 @@ TEST_CASE("a downgrade: granted once its write node is still there after a sync;
     CHECK(std::get<fa::look_up>(look).name == write.name);
     auto end = m.resume(fa::looked_up{{}, still_there ? std::optional(owned_by(my_session)) : std::nullopt}, w);
     if (still_there) CHECK(is<fa::grant>(end));
-    else CHECK(failure(end) == error::lock_lost);
+    else CHECK(failure<fa>(end) == error::lock_lost);
   }
 }
 
@@ -434,7 +430,7 @@ TEST_CASE("an election's candidate first by a listing checks that its node is it
   auto e = fa::created_and_listed{.node = mine, .stat = owned_by(my_session), .view = listing({mine})};
   CHECK(is<fa::look_up>(m.resume(e, w)));
   w.id = other_session;  // (the session's id now another's)
-  CHECK(failure(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)) == error::lock_lost);
+  CHECK(failure<fa>(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)) == error::lock_lost);
 }
 
 TEST_CASE("no parent: made, at most three times; the making cut off rides through in its session") {
@@ -446,14 +442,14 @@ TEST_CASE("no parent: made, at most three times; the making cut off rides throug
     CHECK(is<fa::make_parents>(m.resume(fa::created_and_listed{.create_ec = no_node}, w)));
     CHECK(is<fa::create_and_list>(m.resume(fa::parents_made{}, w)));
   }
-  CHECK(failure(m.resume(fa::created_and_listed{.create_ec = no_node}, w)) == zk_error::no_node);
+  CHECK(failure<fa>(m.resume(fa::created_and_listed{.create_ec = no_node}, w)) == zk_error::no_node);
 
   fa cut(mutex_contender());
   cut.start(w);
   cut.resume(fa::created_and_listed{.create_ec = no_node}, w);
   CHECK(is<fa::connect>(cut.resume(fa::parents_made{connection_loss}, w)));
   w.gen = 2;
-  CHECK(failure(cut.resume(fa::connected{}, w)) == zk_error::session_expired);
+  CHECK(failure<fa>(cut.resume(fa::connected{}, w)) == zk_error::session_expired);
 }
 
 TEST_CASE("a semaphore's lease node (create only): done once known, whatever the queue; a listing cut off is no matter") {
@@ -479,11 +475,11 @@ TEST_CASE("a broken promise of the runner (an event the last action does not wai
   scripted_world w;
   fa m(mutex_contender());
   m.start(w);
-  CHECK(failure(m.resume(fa::gone{}, w)) == error::internal_error);
+  CHECK(failure<fa>(m.resume(fa::gone{}, w)) == error::internal_error);
   // The listing answered before the create: the order relied on broke.
   fa early(mutex_contender());
   early.start(w);
-  CHECK(failure(early.resume(fa::created_and_listed{.replied = false}, w)) == error::internal_error);
+  CHECK(failure<fa>(early.resume(fa::created_and_listed{.replied = false}, w)) == error::internal_error);
 }
 
 TEST_CASE("stopped at any stage (a deadline, a cancellation), it says what its removal needs: whether a create was sent, its node") {

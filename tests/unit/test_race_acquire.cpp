@@ -8,6 +8,7 @@
 #include <zkasio/error.hpp>
 
 #include "recipes/race_acquire.hpp"
+#include "scripted.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;
@@ -30,11 +31,6 @@ node_stat owned_by(std::int64_t session, std::int64_t czxid = 100) {
 
 std::error_code code(zk_error e) { return make_error_code(e); }
 std::error_code cut_off() { return code(zk_error::connection_loss); }
-
-std::error_code failure(const ra::action& a) {
-  REQUIRE(std::holds_alternative<ra::fail>(a));
-  return std::get<ra::fail>(a).ec;
-}
 
 // Connected, its turn taken, its session's id known: it creates.
 ra creating(bool try_once = false) {
@@ -89,12 +85,12 @@ TEST_CASE("not connected at first: it waits for the connection, then for its tur
   CHECK(std::holds_alternative<ra::connect>(fsm.start(disconnected)));
   CHECK(std::holds_alternative<ra::take_turn>(fsm.resume(ra::connected{}, now())));
   ra try_once(true);
-  CHECK(failure(try_once.start(disconnected)) == error::not_connected);
+  CHECK(failure<ra>(try_once.start(disconnected)) == error::not_connected);
   // A session ended for good: the connect says why.
   ra ended(true);
   CHECK(std::holds_alternative<ra::connect>(ended.start({.generation = generation, .connected = false})));
   auto closed = make_error_code(error::session_closed);
-  CHECK(failure(ended.resume(ra::connected{closed}, now())) == closed);
+  CHECK(failure<ra>(ended.resume(ra::connected{closed}, now())) == closed);
 }
 
 TEST_CASE("the session's id not known yet: it connects until it is, then creates") {
@@ -118,14 +114,14 @@ TEST_CASE("the node there, another session's: it watches its deletion, races aga
 
 TEST_CASE("a try: busy when another has the node, or when another of its session has the turn") {
   auto fsm = looking_at_existing(true);
-  CHECK(failure(fsm.resume(ra::looked_up{{}, owned_by(other_session)}, now())) == error::lock_busy);
+  CHECK(failure<ra>(fsm.resume(ra::looked_up{{}, owned_by(other_session)}, now())) == error::lock_busy);
   ra turn_taken(true);
   REQUIRE(std::holds_alternative<ra::take_turn>(turn_taken.start(now())));
-  CHECK(failure(turn_taken.resume(ra::turn_taken{{}, false}, now())) == error::lock_busy);
+  CHECK(failure<ra>(turn_taken.resume(ra::turn_taken{{}, false}, now())) == error::lock_busy);
   // The node gone between the create and the look: busy all the same (it
   // does not race again).
   auto vanished = looking_at_existing(true);
-  CHECK(failure(vanished.resume(ra::looked_up{{}, std::nullopt}, now())) == error::lock_busy);
+  CHECK(failure<ra>(vanished.resume(ra::looked_up{{}, std::nullopt}, now())) == error::lock_busy);
 }
 
 TEST_CASE("a node of its own session at the path (a failed delete): removed once, then created again") {
@@ -145,14 +141,14 @@ TEST_CASE("a node of its own session at the path (a failed delete): removed once
   auto refused = looking_at_existing();
   REQUIRE(std::holds_alternative<ra::remove_own>(refused.resume(ra::looked_up{{}, owned_by(my_session)}, now())));
   auto no_auth = code(zk_error::no_auth);
-  CHECK(failure(refused.resume(ra::removed{no_auth}, now())) == no_auth);
+  CHECK(failure<ra>(refused.resume(ra::removed{no_auth}, now())) == no_auth);
 }
 
 TEST_CASE("a persistent node at the path would be waited for in vain: node_exists") {
   auto fsm = looking_at_existing();
-  CHECK(failure(fsm.resume(ra::looked_up{{}, owned_by(0)}, now())) == zk_error::node_exists);
+  CHECK(failure<ra>(fsm.resume(ra::looked_up{{}, owned_by(0)}, now())) == zk_error::node_exists);
   auto a_try = looking_at_existing(true);
-  CHECK(failure(a_try.resume(ra::looked_up{{}, owned_by(0)}, now())) == zk_error::node_exists);
+  CHECK(failure<ra>(a_try.resume(ra::looked_up{{}, owned_by(0)}, now())) == zk_error::node_exists);
 }
 
 TEST_CASE("cut off while asking whose the node is: it creates again once connected, and asks again") {
@@ -164,7 +160,7 @@ TEST_CASE("cut off while asking whose the node is: it creates again once connect
   CHECK(std::holds_alternative<ra::look_up>(fsm.resume(ra::created{code(zk_error::node_exists)}, now())));
   // A try does not ride through.
   auto a_try = looking_at_existing(true);
-  CHECK(failure(a_try.resume(ra::looked_up{cut_off()}, now())) == zk_error::connection_loss);
+  CHECK(failure<ra>(a_try.resume(ra::looked_up{cut_off()}, now())) == zk_error::connection_loss);
 }
 
 TEST_CASE("no parent: the parents are made and it creates again, at most three times") {
@@ -173,12 +169,12 @@ TEST_CASE("no parent: the parents are made and it creates again, at most three t
     REQUIRE(std::holds_alternative<ra::make_parents>(fsm.resume(ra::created{code(zk_error::no_node)}, now())));
     REQUIRE(std::holds_alternative<ra::create>(fsm.resume(ra::parents_made{}, now())));
   }
-  CHECK(failure(fsm.resume(ra::created{code(zk_error::no_node)}, now())) == zk_error::no_node);
+  CHECK(failure<ra>(fsm.resume(ra::created{code(zk_error::no_node)}, now())) == zk_error::no_node);
   // Their making failing: its error.
   auto refused = creating();
   REQUIRE(std::holds_alternative<ra::make_parents>(refused.resume(ra::created{code(zk_error::no_node)}, now())));
   auto no_auth = code(zk_error::no_auth);
-  CHECK(failure(refused.resume(ra::parents_made{no_auth}, now())) == no_auth);
+  CHECK(failure<ra>(refused.resume(ra::parents_made{no_auth}, now())) == no_auth);
 }
 
 TEST_CASE("a lost create reply: the node found owned by its session is granted; not found, it creates again") {
@@ -203,11 +199,11 @@ TEST_CASE("a lost create reply: the node found owned by its session is granted; 
   CHECK(std::holds_alternative<ra::connect>(cut.resume(ra::synced{cut_off()}, now())));
   // A try does not look: a lost reply is its error.
   auto a_try = creating(true);
-  CHECK(failure(a_try.resume(ra::created{cut_off()}, now())) == zk_error::connection_loss);
+  CHECK(failure<ra>(a_try.resume(ra::created{cut_off()}, now())) == zk_error::connection_loss);
   // Nor does anyone after an error that is not retryable.
   auto refused = creating();
   auto no_auth = code(zk_error::no_auth);
-  CHECK(failure(refused.resume(ra::created{no_auth}, now())) == no_auth);
+  CHECK(failure<ra>(refused.resume(ra::created{no_auth}, now())) == no_auth);
 }
 
 TEST_CASE("a create or a look answered too late to be sure of the session: looked up again until sure") {
@@ -228,7 +224,7 @@ TEST_CASE("no grant can ever be sure: why, once its node is found") {
   auto fsm = finding();
   ra::look never{.generation = generation, .session_id = my_session, .sure = false,
                  .never_sure = make_error_code(error::invalid_safety_margin)};
-  CHECK(failure(fsm.resume(ra::looked_up{{}, owned_by(my_session)}, never)) == error::invalid_safety_margin);
+  CHECK(failure<ra>(fsm.resume(ra::looked_up{{}, owned_by(my_session)}, never)) == error::invalid_safety_margin);
 }
 
 TEST_CASE("the session expired: session_expired (or the failure that told), whichever step learns it") {
@@ -236,52 +232,52 @@ TEST_CASE("the session expired: session_expired (or the failure that told), whic
   // Its turn taken in a later session than it queued in.
   ra turn(false);
   REQUIRE(std::holds_alternative<ra::take_turn>(turn.start(now())));
-  CHECK(failure(turn.resume(ra::turn_taken{}, later_session())) == expired);
+  CHECK(failure<ra>(turn.resume(ra::turn_taken{}, later_session())) == expired);
   // The turn's line ended with the session.
   ra line(false);
   REQUIRE(std::holds_alternative<ra::take_turn>(line.start(now())));
-  CHECK(failure(line.resume(ra::turn_taken{expired, false}, now())) == expired);
+  CHECK(failure<ra>(line.resume(ra::turn_taken{expired, false}, now())) == expired);
   // While it waited for the session's id.
   ra identifying(false);
   REQUIRE(std::holds_alternative<ra::take_turn>(identifying.start(now())));
   REQUIRE(std::holds_alternative<ra::connect>(identifying.resume(ra::turn_taken{}, {.generation = generation})));
-  CHECK(failure(identifying.resume(ra::connected{}, later_session())) == expired);
+  CHECK(failure<ra>(identifying.resume(ra::connected{}, later_session())) == expired);
   // A create cut off as it expired: no riding through into the next session.
   auto create_cut = creating();
   REQUIRE(std::holds_alternative<ra::connect>(create_cut.resume(ra::created{cut_off()}, now())));
-  CHECK(failure(create_cut.resume(ra::connected{}, later_session())) == expired);
+  CHECK(failure<ra>(create_cut.resume(ra::connected{}, later_session())) == expired);
   // The node found answered in the next session: not its; before the create, the expiry.
   auto found_later = finding();
-  CHECK(failure(found_later.resume(ra::looked_up{{}, owned_by(other_session)}, later_session())) == expired);
+  CHECK(failure<ra>(found_later.resume(ra::looked_up{{}, owned_by(other_session)}, later_session())) == expired);
   // A sync cut off as it expired.
   auto sync_later = creating();
   REQUIRE(std::holds_alternative<ra::connect>(sync_later.resume(ra::created{cut_off()}, now())));
   REQUIRE(std::holds_alternative<ra::sync>(sync_later.resume(ra::connected{}, now())));
-  CHECK(failure(sync_later.resume(ra::synced{cut_off()}, later_session())) == zk_error::connection_loss);
+  CHECK(failure<ra>(sync_later.resume(ra::synced{cut_off()}, later_session())) == zk_error::connection_loss);
   // Watching: the watch fails with the expiry; or the node went, then the session.
   auto watch_failed = watching();
-  CHECK(failure(watch_failed.resume(ra::gone{expired}, now())) == expired);
+  CHECK(failure<ra>(watch_failed.resume(ra::gone{expired}, now())) == expired);
   auto watch_later = watching();
-  CHECK(failure(watch_later.resume(ra::gone{}, later_session())) == expired);
+  CHECK(failure<ra>(watch_later.resume(ra::gone{}, later_session())) == expired);
   // A wait for the connection that ends with the expiry.
   auto connect_failed = watching();
   REQUIRE(std::holds_alternative<ra::connect>(connect_failed.resume(ra::gone{cut_off()}, now())));
-  CHECK(failure(connect_failed.resume(ra::connected{expired}, now())) == expired);
+  CHECK(failure<ra>(connect_failed.resume(ra::connected{expired}, now())) == expired);
   // Asking whose the node is, then connected in the next session.
   auto own_later = looking_at_existing();
   REQUIRE(std::holds_alternative<ra::connect>(own_later.resume(ra::looked_up{cut_off()}, now())));
-  CHECK(failure(own_later.resume(ra::connected{}, later_session())) == expired);
+  CHECK(failure<ra>(own_later.resume(ra::connected{}, later_session())) == expired);
   // Its own node removed, then the session expired.
   auto removed_later = looking_at_existing();
   REQUIRE(std::holds_alternative<ra::remove_own>(removed_later.resume(ra::looked_up{{}, owned_by(my_session)}, now())));
-  CHECK(failure(removed_later.resume(ra::removed{}, later_session())) == expired);
+  CHECK(failure<ra>(removed_later.resume(ra::removed{}, later_session())) == expired);
   // Parents made (make_parents tells an expiry it rode into), or made as it expired.
   auto parents = creating();
   REQUIRE(std::holds_alternative<ra::make_parents>(parents.resume(ra::created{code(zk_error::no_node)}, now())));
-  CHECK(failure(parents.resume(ra::parents_made{expired}, now())) == expired);
+  CHECK(failure<ra>(parents.resume(ra::parents_made{expired}, now())) == expired);
   auto parents_later = creating();
   REQUIRE(std::holds_alternative<ra::make_parents>(parents_later.resume(ra::created{code(zk_error::no_node)}, now())));
-  CHECK(failure(parents_later.resume(ra::parents_made{}, later_session())) == expired);
+  CHECK(failure<ra>(parents_later.resume(ra::parents_made{}, later_session())) == expired);
 }
 
 TEST_CASE("cut off while watching: it rides through, connected again, and races again") {
@@ -299,12 +295,12 @@ TEST_CASE("cut off while watching: it rides through, connected again, and races 
 
 TEST_CASE("an event the last action did not ask for is the runner's broken promise: internal_error") {
   auto fsm = creating();
-  CHECK(failure(fsm.resume(ra::gone{}, now())) == error::internal_error);
+  CHECK(failure<ra>(fsm.resume(ra::gone{}, now())) == error::internal_error);
   CHECK(fsm.finished());
-  CHECK(failure(fsm.resume(ra::created{}, now())) == error::internal_error);  // finished
+  CHECK(failure<ra>(fsm.resume(ra::created{}, now())) == error::internal_error);  // finished
   auto look = looking_at_existing();
-  CHECK(failure(look.resume(ra::synced{}, now())) == error::internal_error);
+  CHECK(failure<ra>(look.resume(ra::synced{}, now())) == error::internal_error);
   ra turn(false);
   REQUIRE(std::holds_alternative<ra::take_turn>(turn.start(now())));
-  CHECK(failure(turn.resume(ra::connected{}, now())) == error::internal_error);
+  CHECK(failure<ra>(turn.resume(ra::connected{}, now())) == error::internal_error);
 }

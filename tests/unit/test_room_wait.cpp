@@ -8,6 +8,7 @@
 #include <zkasio/error.hpp>
 
 #include "recipes/room_wait.hpp"
+#include "scripted.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;
@@ -28,11 +29,6 @@ rw started(std::size_t max = 2, bool try_once = false) {
   rw fsm({.names = {mine}, .generation = generation, .max = max, .one_look = try_once});
   CHECK(std::holds_alternative<rw::list>(fsm.start(now())));
   return fsm;
-}
-
-std::error_code failure(const rw::action& a) {
-  REQUIRE(std::holds_alternative<rw::fail>(a));
-  return std::get<rw::fail>(a).ec;
 }
 
 std::error_code cut_off() { return make_error_code(zk_error::connection_loss); }
@@ -56,14 +52,14 @@ TEST_CASE("no room: it watches the children from the listing's version, and look
 
 TEST_CASE("a try is one look: busy without room, and a lost connection ends it") {
   auto busy = started(2, true);
-  CHECK(failure(busy.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())) == error::lock_busy);
+  CHECK(failure<rw>(busy.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())) == error::lock_busy);
   auto cut = started(2, true);
-  CHECK(failure(cut.resume(rw::listed{cut_off()}, now())) == zk_error::connection_loss);
+  CHECK(failure<rw>(cut.resume(rw::listed{cut_off()}, now())) == zk_error::connection_loss);
 }
 
 TEST_CASE("one of its leases gone (an operator's delete): lock_lost, whatever the room") {
   auto fsm = started();
-  CHECK(failure(fsm.resume(rw::listed{{}, {lease_a}, 3}, now())) == error::lock_lost);
+  CHECK(failure<rw>(fsm.resume(rw::listed{{}, {lease_a}, 3}, now())) == error::lock_lost);
 }
 
 TEST_CASE("cut off while listing or watching: it waits for the connection and lists again") {
@@ -90,19 +86,19 @@ TEST_CASE("a busy server (throttled_op): it asks again after the pause connect{a
 TEST_CASE("the session expired: its leases went with it (session_expired), whichever step learns it") {
   // The listing answered in the next session.
   auto listed_later = started();
-  CHECK(failure(listed_later.resume(rw::listed{{}, {mine}, 1}, later_session())) == zk_error::session_expired);
+  CHECK(failure<rw>(listed_later.resume(rw::listed{{}, {mine}, 1}, later_session())) == zk_error::session_expired);
   // A connection lost as it expired: no riding through into the next one.
   auto cut_later = started();
-  CHECK(failure(cut_later.resume(rw::listed{cut_off()}, later_session())) == zk_error::connection_loss);
+  CHECK(failure<rw>(cut_later.resume(rw::listed{cut_off()}, later_session())) == zk_error::connection_loss);
   // The wait for the connection ends with the expiry.
   auto waiting = started();
   REQUIRE(std::holds_alternative<rw::connect>(waiting.resume(rw::listed{cut_off()}, now())));
   auto expired = make_error_code(zk_error::session_expired);
-  CHECK(failure(waiting.resume(rw::connected{expired}, now())) == expired);
+  CHECK(failure<rw>(waiting.resume(rw::connected{expired}, now())) == expired);
   // A watch that fails as the session expires.
   auto watching = started();
   REQUIRE(std::holds_alternative<rw::watch>(watching.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())));
-  CHECK(failure(watching.resume(rw::changed{expired}, now())) == expired);
+  CHECK(failure<rw>(watching.resume(rw::changed{expired}, now())) == expired);
 }
 
 TEST_CASE("room on replies too old to be sure of the session: a sync, then a listing, then granted") {
@@ -117,37 +113,37 @@ TEST_CASE("room on replies too old to be sure of the session: a sync, then a lis
   // No grant can ever be sure: why, at once.
   auto never = started();
   rw::look unsure{generation, false, make_error_code(error::invalid_safety_margin), false};
-  CHECK(failure(never.resume(rw::listed{{}, {mine}, 1}, unsure)) == error::invalid_safety_margin);
+  CHECK(failure<rw>(never.resume(rw::listed{{}, {mine}, 1}, unsure)) == error::invalid_safety_margin);
 }
 
 TEST_CASE("the semaphore's mutex lost: the wait ends with lock_lost, at every step but a listing with room") {
   // While watching.
   auto watching = started();
   REQUIRE(std::holds_alternative<rw::watch>(watching.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())));
-  CHECK(failure(watching.resume(rw::mutex_lost{}, now())) == error::lock_lost);
+  CHECK(failure<rw>(watching.resume(rw::mutex_lost{}, now())) == error::lock_lost);
   // While a listing was in flight that shows no room: it does not watch.
   auto no_room = started();
-  CHECK(failure(no_room.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now(true, true))) == error::lock_lost);
+  CHECK(failure<rw>(no_room.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now(true, true))) == error::lock_lost);
   // While a listing was in flight that shows room: granted (the count is right).
   auto room = started();
   CHECK(std::holds_alternative<rw::granted>(room.resume(rw::listed{{}, {mine}, 1}, now(true, true))));
   // While waiting for the connection, or syncing: before it lists again.
   auto connecting = started();
   REQUIRE(std::holds_alternative<rw::connect>(connecting.resume(rw::listed{cut_off()}, now())));
-  CHECK(failure(connecting.resume(rw::connected{}, now(true, true))) == error::lock_lost);
+  CHECK(failure<rw>(connecting.resume(rw::connected{}, now(true, true))) == error::lock_lost);
   auto syncing = started();
   REQUIRE(std::holds_alternative<rw::sync>(syncing.resume(rw::listed{{}, {mine}, 1}, now(false))));
-  CHECK(failure(syncing.resume(rw::synced{}, now(true, true))) == error::lock_lost);
+  CHECK(failure<rw>(syncing.resume(rw::synced{}, now(true, true))) == error::lock_lost);
   // Lost before it started: it never lists.
   rw before({.names = {mine}, .generation = generation, .max = 2});
-  CHECK(failure(before.start(now(true, true))) == error::lock_lost);
+  CHECK(failure<rw>(before.start(now(true, true))) == error::lock_lost);
 }
 
 TEST_CASE("an event the last action did not ask for is the runner's broken promise: internal_error") {
   auto fsm = started();
-  CHECK(failure(fsm.resume(rw::changed{}, now())) == error::internal_error);
-  CHECK(failure(fsm.resume(rw::listed{{}, {mine}, 1}, now())) == error::internal_error);  // finished
+  CHECK(failure<rw>(fsm.resume(rw::changed{}, now())) == error::internal_error);
+  CHECK(failure<rw>(fsm.resume(rw::listed{{}, {mine}, 1}, now())) == error::internal_error);  // finished
   auto watching = started();
   REQUIRE(std::holds_alternative<rw::watch>(watching.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())));
-  CHECK(failure(watching.resume(rw::synced{}, now())) == error::internal_error);
+  CHECK(failure<rw>(watching.resume(rw::synced{}, now())) == error::internal_error);
 }
