@@ -254,9 +254,10 @@ class simulation final : public acquire_world {
     if (sessions_[session].connected && !sessions_[session].expired) return request();
     sessions_[session].parked.push_back(std::move(request));
   }
-  void reply(int who, fa::event e, std::function<fa::event(std::error_code)> failed) {
+  // The reply to `who`'s attempt `run` (the one that asked).
+  void reply(int who, std::uint32_t run, fa::event e, std::function<fa::event(std::error_code)> failed) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    sessions_[c.session].inbox.push_back({who, c.run, std::move(e), std::move(failed)});
+    sessions_[c.session].inbox.push_back({who, run, std::move(e), std::move(failed)});
     sessions_[c.session].inbox.back().produced_at = r_.steps;
     sessions_[c.session].inbox.back().answer = !std::holds_alternative<fa::own_checked>(sessions_[c.session].inbox.back().event);
   }
@@ -276,10 +277,13 @@ class simulation final : public acquire_world {
   }
 
   // Carries one action out on the model; `fails` is how its reply fails.
-  void server_request(int who, std::function<fa::event(std::error_code)> fails, std::function<void()> request) {
+  // `request` is told the attempt that asked: a stopped one's request
+  // still takes effect, but its reply is not the next attempt's.
+  void server_request(int who, std::function<fa::event(std::error_code)> fails,
+                      std::function<void(std::uint32_t run)> request) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     c.pending_failed = std::move(fails);
-    submit(c.session, std::move(request));
+    submit(c.session, [request = std::move(request), run = c.run] { request(run); });
   }
 
   void act(int who, fa::action a) {
@@ -296,13 +300,13 @@ class simulation final : public acquire_world {
     c.pending_failed = nullptr;
     if (std::holds_alternative<fa::connect>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::connected{ec}; };
-      return server_request(who, fails, [this, who, fails] { reply(who, fa::connected{}, fails); });
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::connected{}, fails); });
     }
     if (std::holds_alternative<fa::create_and_list>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
       auto uuid = c.fsm->who().uuid;
       auto kind = c.kind;
-      return server_request(who, fails, [this, who, s, uuid, kind, fails] {
+      return server_request(who, fails, [this, who, s, uuid, kind, fails](std::uint32_t run) {
         char suffix[16];
         std::snprintf(suffix, sizeof suffix, "%010d", static_cast<int>(counter_++));
         auto node = *parse_lock_node(lock_node_prefix(uuid, kind) + suffix);
@@ -311,23 +315,25 @@ class simulation final : public acquire_world {
         st.ephemeral_owner = sessions_[s].id;
         server_[node.name] = {node, st.czxid, sessions_[s].id};
         note("server: c" + std::to_string(who) + " created " + node.name);
-        reply(who, fa::created_and_listed{.node = node, .stat = st}, fails);
+        reply(who, run, fa::created_and_listed{.node = node, .stat = st}, fails);
         sessions_[s].inbox.back().listing = listing();
       });
     }
     if (std::holds_alternative<fa::list>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::listed{ec, nullptr}; };
-      return server_request(who, fails, [this, who, fails] { reply(who, fa::listed{{}, known_view(listing())}, fails); });
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) {
+        reply(who, run, fa::listed{{}, known_view(listing())}, fails);
+      });
     }
     if (std::holds_alternative<fa::sync>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::synced{ec}; };
-      return server_request(who, fails, [this, who, fails] { reply(who, fa::synced{}, fails); });
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::synced{}, fails); });
     }
     if (auto* l = std::get_if<fa::look_up>(&a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::looked_up{ec, std::nullopt}; };
       auto name = l->name;
       bool own = name == c.fsm->node().name;
-      return server_request(who, fails, [this, who, name, own, fails] {
+      return server_request(who, fails, [this, who, name, own, fails](std::uint32_t run) {
         std::optional<node_stat> st;
         if (auto it = server_.find(name); it != server_.end()) {
           st = node_stat{};
@@ -338,12 +344,12 @@ class simulation final : public acquire_world {
           st = node_stat{};
           st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
         }
-        reply(who, fa::looked_up{{}, st}, fails);
+        reply(who, run, fa::looked_up{{}, st}, fails);
       });
     }
     if (std::holds_alternative<fa::make_parents>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; };
-      return server_request(who, fails, [this, who, fails] { reply(who, fa::parents_made{}, fails); });
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::parents_made{}, fails); });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&a)) {
       auto name = w->name;
@@ -374,18 +380,18 @@ class simulation final : public acquire_world {
             st->czxid = contenders_[static_cast<std::size_t>(who)].fsm->stat().czxid;
             st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
           }
-          reply(who, fa::own_checked{{}, st}, [](std::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
+          reply(who, run, fa::own_checked{{}, st}, [](std::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
         });
       }
-      return server_request(who, fails, [this, who, name, run] {
-        if (!server_.count(name)) return reply(who, fa::gone{}, nullptr);
+      return server_request(who, fails, [this, who, name](std::uint32_t run) {
+        if (!server_.count(name)) return reply(who, run, fa::gone{}, nullptr);
         note("c" + std::to_string(who) + " watches " + name);
         watches_.emplace(name, watch{who, run, false});
       });
     }
     if (std::holds_alternative<fa::keep_waiting>(a)) return;
     if (std::holds_alternative<fa::grant>(a)) return granted(who);
-    ended(who);  // fail
+    failed(who, std::get<fa::fail>(a).ec);
   }
 
   std::shared_ptr<const queue_view> known_view(std::vector<lock_node> queue) const {
@@ -430,6 +436,13 @@ class simulation final : public acquire_world {
     }
     if (writers > 1 || (writers == 1 && readers > 0))
       fail(std::to_string(writers) + " writers and " + std::to_string(readers) + " readers hold at once");
+  }
+
+  // An attempt that failed; internal_error: the harness fed it an event it
+  // did not wait for (a broken promise of the runner's).
+  void failed(int who, std::error_code ec) {
+    if (ec == error::internal_error) return fail("c" + std::to_string(who) + " was fed an event it did not wait for");
+    ended(who);
   }
 
   // A failed or stopped attempt: its node goes (the runner's background
