@@ -8,10 +8,14 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
+#include <variant>
 #include <vector>
 #include <zkasio/error.hpp>
 
+#include "recipes/decisions.hpp"
 #include "recipes/fair_acquire.hpp"
+#include "recipes/race_acquire.hpp"
 
 namespace zkasio::sim {
 
@@ -19,6 +23,12 @@ namespace {
 
 using namespace zkasio::detail;
 using fa = fair_acquire;
+using ra = race_acquire;
+// What the model delivers to a contender: its recipe's machine's event.
+using event = std::variant<fa::event, ra::event>;
+
+// The race recipes' node: the lock path itself.
+const std::string race_path = "/lock";
 
 // A node on the model server.
 struct server_node {
@@ -33,10 +43,10 @@ struct server_node {
 struct delivery {
   int contender;
   std::uint32_t run;  // the contender's attempt it answers
-  fa::event event;
+  sim::event event;
   // A reply's same answer as a failure (the connection lost before it came,
   // the session expired); none for a watch's event, which waits on.
-  std::function<fa::event(std::error_code)> failed;
+  std::function<sim::event(std::error_code)> failed;
   // Delivered while disconnected too: a failure, or a wake-up in the process.
   bool now = false;
   // A create's reply: the listing sent after it (made into a view when
@@ -56,19 +66,31 @@ struct session_model {
   std::vector<std::function<void()>> parked;  // submitted while disconnected
 };
 
+// A session's line at the race node in the process (local_turns): keyed by
+// the session and its generation.
+using line_key = std::pair<int, std::uint64_t>;
+
 // A contender as the harness runs it: its state machine, what it holds.
 struct contender_model {
   int session = 0;
   node_kind kind = node_kind::lock;
-  std::optional<fa> fsm;
+  std::optional<fa> fsm;     // a fair recipe's machine,
+  std::optional<ra> race;    // or a race recipe's
+  bool tries = false;        // a race_mutex's try_acquire (one look)
   std::uint32_t run = 0;
   int rounds_left = 0;
   bool holding = false;
   int hold_steps = 0;
   std::string held_node;
+  std::int64_t held_czxid = 0;
   bool waiting_here = false;  // in this process, for a node of its session
+  // A race attempt's turn in its session's line (0: none; its hold keeps
+  // it until the release's delete), and whether it sent a create.
+  line_key line{};
+  std::uint64_t turn = 0;
+  bool submitted = false;
   // How its pending request at the server fails (its session expired).
-  std::function<fa::event(std::error_code)> pending_failed;
+  std::function<sim::event(std::error_code)> pending_failed;
   std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
   std::string last_action;       // (for a hang's report)
 };
@@ -83,6 +105,8 @@ queue_family family_of(options::recipe queue) {
   switch (queue) {
     case options::recipe::mutex: return queue_family::mutex;
     case options::recipe::election: return queue_family::election;
+    case options::recipe::race_mutex:
+    case options::recipe::race_election: return queue_family::race;
     case options::recipe::shared_mutex: break;
   }
   return queue_family::read_write;
@@ -91,12 +115,25 @@ queue_family family_of(options::recipe queue) {
 // Contender i's node kind: a third of a shared_mutex's contenders read.
 node_kind kind_of(options::recipe queue, int i) {
   switch (queue) {
-    case options::recipe::mutex: return node_kind::lock;
+    case options::recipe::mutex:
+    case options::recipe::race_mutex:
+    case options::recipe::race_election: return node_kind::lock;
     case options::recipe::election: return node_kind::latch;
     case options::recipe::shared_mutex: break;
   }
   return i % 3 == 1 ? node_kind::read : node_kind::write;
 }
+
+// Whether contender i only tries (one look: lock_busy at once): a third of a
+// race_mutex's; an election's candidates campaign.
+bool tries(options::recipe queue, int i) { return queue == options::recipe::race_mutex && i % 3 == 1; }
+
+bool is_race(options::recipe queue) {
+  return queue == options::recipe::race_mutex || queue == options::recipe::race_election;
+}
+
+// Whether a contender still acquires.
+bool acquiring(const contender_model& c) { return (c.fsm && !c.fsm->finished()) || (c.race && !c.race->finished()); }
 
 class simulation final : public acquire_world {
  public:
@@ -109,6 +146,7 @@ class simulation final : public acquire_world {
       contender_model c;
       c.session = i % o.sessions;
       c.kind = kind_of(o.queue, i);
+      c.tries = tries(o.queue, i);
       c.rounds_left = o.rounds;
       contenders_.push_back(std::move(c));
     }
@@ -183,9 +221,21 @@ class simulation final : public acquire_world {
     static const char* names[] = {"connect", "create_and_list", "list", "sync", "look_up", "make_parents", "wait_gone", "keep_waiting", "grant", "fail"};
     return names[a.index()];
   }
-  static const char* name_of(const fa::event& e) {
-    static const char* names[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
-    return names[e.index()];
+  static const char* name_of(const ra::action& a) {
+    static const char* names[] = {"connect", "take_turn", "create", "look_up", "sync", "remove_own", "watch", "make_parents", "granted", "fail"};
+    return names[a.index()];
+  }
+  static const char* name_of(const sim::event& e) {
+    static const char* fair[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
+    static const char* race[] = {"connected", "turn_taken", "created", "looked_up", "synced", "removed", "gone", "parents_made"};
+    if (auto* f = std::get_if<fa::event>(&e)) return fair[f->index()];
+    return race[std::get<ra::event>(e).index()];
+  }
+  // A race event's error, for the trace.
+  static std::string error_in(const sim::event& e) {
+    auto* race = std::get_if<ra::event>(&e);
+    auto ec = race ? std::visit([](auto& answer) { return answer.ec; }, *race) : std::error_code{};
+    return ec ? " " + ec.message() : std::string();
   }
 
   void fail(std::string what) {
@@ -199,16 +249,16 @@ class simulation final : public acquire_world {
     std::string who;
     for (std::size_t i = 0; i < contenders_.size(); ++i) {
       auto& c = contenders_[i];
-      if (c.fsm && !c.fsm->finished())
+      if (acquiring(c))
         who += " c" + std::to_string(i) + " (s" + std::to_string(c.session) + ", " + c.last_action +
-               (server_.count(c.fsm->node().name) ? "" : ", its node gone") + ")";
+               (c.fsm && !server_.count(c.fsm->node().name) ? ", its node gone" : "") + ")";
     }
     return who;
   }
 
   bool done() const {
     for (auto& c : contenders_)
-      if (c.rounds_left > 0 || c.holding || (c.fsm && !c.fsm->finished())) return false;
+      if (c.rounds_left > 0 || c.holding || acquiring(c)) return false;
     for (auto& s : sessions_)
       if (!s.inbox.empty() || !s.parked.empty()) return false;
     return true;
@@ -220,11 +270,7 @@ class simulation final : public acquire_world {
     known_.erase(name);
     auto waiting = std::move(local_waiters_[name]);
     local_waiters_.erase(name);
-    for (auto [who, run] : waiting) {
-      auto& c = contenders_[static_cast<std::size_t>(who)];
-      sessions_[c.session].inbox.push_back({who, run, fa::gone{}, nullptr, true});
-      sessions_[c.session].inbox.back().produced_at = r_.steps;
-    }
+    for (auto [who, run] : waiting) wake(who, run, fa::gone{});
   }
 
   // --------------------------------------------------------------- server
@@ -233,9 +279,30 @@ class simulation final : public acquire_world {
     for (auto& [name, n] : server_) names.push_back(name);
     return lock_queue(names, family_of(o_.queue));
   }
+  // The node of `who`'s attempt `run` made: its incarnation (czxid)
+  // recorded, for the checks.
+  node_stat make_node(const std::string& name, lock_node node, int who, std::uint32_t run) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    node_stat st;
+    st.czxid = ++zxid_;
+    st.ephemeral_owner = sessions_[c.session].id;
+    server_[name] = {std::move(node), st.czxid, st.ephemeral_owner};
+    incarnations_[st.czxid] = {st.ephemeral_owner, who, run};
+    note("server: c" + std::to_string(who) + " created " + name);
+    return st;
+  }
+  // The node at `name` as exists answers it.
+  std::optional<node_stat> stat_of(const std::string& name) const {
+    auto it = server_.find(name);
+    if (it == server_.end()) return std::nullopt;
+    node_stat st;
+    st.czxid = it->second.czxid;
+    st.ephemeral_owner = it->second.owner;
+    return st;
+  }
   void erase_node(std::string name) {  // (by value: callers pass map keys)
+    incarnations_[server_.at(name).czxid].deleted_at = r_.steps;
     server_.erase(name);
-    deleted_at_[name] = r_.steps;
     auto range = watches_.equal_range(name);
     std::vector<watch> fired;
     for (auto it = range.first; it != range.second; ++it) fired.push_back(it->second);
@@ -243,8 +310,7 @@ class simulation final : public acquire_world {
     for (auto w : fired) {
       auto& c = contenders_[static_cast<std::size_t>(w.who)];
       note("watch of c" + std::to_string(w.who) + " fires on " + name);
-      if (w.own) sessions_[c.session].inbox.push_back({w.who, w.run, fa::own_gone{}, nullptr});
-      else sessions_[c.session].inbox.push_back({w.who, w.run, fa::gone{}, nullptr});
+      sessions_[c.session].inbox.push_back({w.who, w.run, w.fired, nullptr});
       sessions_[c.session].inbox.back().produced_at = r_.steps;
     }
   }
@@ -255,11 +321,20 @@ class simulation final : public acquire_world {
     sessions_[session].parked.push_back(std::move(request));
   }
   // The reply to `who`'s attempt `run` (the one that asked).
-  void reply(int who, std::uint32_t run, fa::event e, std::function<fa::event(std::error_code)> failed) {
+  void reply(int who, std::uint32_t run, sim::event e, std::function<sim::event(std::error_code)> failed) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    auto* fair = std::get_if<fa::event>(&e);
+    bool answer = !fair || !std::holds_alternative<fa::own_checked>(*fair);
     sessions_[c.session].inbox.push_back({who, run, std::move(e), std::move(failed)});
     sessions_[c.session].inbox.back().produced_at = r_.steps;
-    sessions_[c.session].inbox.back().answer = !std::holds_alternative<fa::own_checked>(sessions_[c.session].inbox.back().event);
+    sessions_[c.session].inbox.back().answer = answer;
+  }
+  // A wake-up in the process of `who`'s attempt `run` (delivered while
+  // disconnected too).
+  void wake(int who, std::uint32_t run, sim::event e) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    sessions_[c.session].inbox.push_back({who, run, std::move(e), nullptr, true});
+    sessions_[c.session].inbox.back().produced_at = r_.steps;
   }
 
   // --------------------------------------------------------------- running
@@ -268,18 +343,37 @@ class simulation final : public acquire_world {
     if (c.rounds_left == 0) return;
     --c.rounds_left;
     ++c.run;
+    current_ = who;
+    if (is_race(o_.queue)) {
+      c.turn = 0;
+      c.submitted = false;
+      c.race.emplace(c.tries);
+      return act(who, c.race->start(race_look(c.session)));
+    }
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
                   static_cast<unsigned long long>(++uuids_));
     c.fsm.emplace(fa::contender{.kind = c.kind, .uuid = uuid, .confirm_owner = o_.queue == options::recipe::election});
-    current_ = who;
     act(who, c.fsm->start(*this));
+  }
+
+  // A request whose reply is `ok` (the connection's wait, a sync).
+  void answer(int who, sim::event ok, std::function<sim::event(std::error_code)> fails) {
+    server_request(who, fails, [this, who, ok, fails](std::uint32_t run) { reply(who, run, ok, fails); });
+  }
+  // A deletion watch on `name`: `fired` once it goes (at once if it is not there).
+  void watch_deleted(int who, std::string name, sim::event fired, std::function<sim::event(std::error_code)> fails) {
+    server_request(who, std::move(fails), [this, who, name, fired](std::uint32_t run) {
+      if (!server_.count(name)) return reply(who, run, fired, nullptr);
+      note("c" + std::to_string(who) + " watches " + name);
+      watches_.emplace(name, watch{who, run, fired});
+    });
   }
 
   // Carries one action out on the model; `fails` is how its reply fails.
   // `request` is told the attempt that asked: a stopped one's request
   // still takes effect, but its reply is not the next attempt's.
-  void server_request(int who, std::function<fa::event(std::error_code)> fails,
+  void server_request(int who, std::function<sim::event(std::error_code)> fails,
                       std::function<void(std::uint32_t run)> request) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     c.pending_failed = std::move(fails);
@@ -299,8 +393,7 @@ class simulation final : public acquire_world {
     c.waiting_here = false;
     c.pending_failed = nullptr;
     if (std::holds_alternative<fa::connect>(a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::connected{ec}; };
-      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::connected{}, fails); });
+      return answer(who, fa::connected{}, [](std::error_code ec) -> fa::event { return fa::connected{ec}; });
     }
     if (std::holds_alternative<fa::create_and_list>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
@@ -310,11 +403,7 @@ class simulation final : public acquire_world {
         char suffix[16];
         std::snprintf(suffix, sizeof suffix, "%010d", static_cast<int>(counter_++));
         auto node = *parse_lock_node(lock_node_prefix(uuid, kind) + suffix);
-        node_stat st;
-        st.czxid = ++zxid_;
-        st.ephemeral_owner = sessions_[s].id;
-        server_[node.name] = {node, st.czxid, sessions_[s].id};
-        note("server: c" + std::to_string(who) + " created " + node.name);
+        auto st = make_node(node.name, node, who, run);
         reply(who, run, fa::created_and_listed{.node = node, .stat = st}, fails);
         sessions_[s].inbox.back().listing = listing();
       });
@@ -326,20 +415,14 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<fa::sync>(a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::synced{ec}; };
-      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::synced{}, fails); });
+      return answer(who, fa::synced{}, [](std::error_code ec) -> fa::event { return fa::synced{ec}; });
     }
     if (auto* l = std::get_if<fa::look_up>(&a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::looked_up{ec, std::nullopt}; };
       auto name = l->name;
       bool own = name == c.fsm->node().name;
       return server_request(who, fails, [this, who, name, own, fails](std::uint32_t run) {
-        std::optional<node_stat> st;
-        if (auto it = server_.find(name); it != server_.end()) {
-          st = node_stat{};
-          st->czxid = it->second.czxid;
-          st->ephemeral_owner = it->second.owner;
-        }
+        auto st = stat_of(name);
         if (o_.plant_skip_own_check && own && !st) {  // the planted fault: "there"
           st = node_stat{};
           st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
@@ -348,8 +431,7 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<fa::make_parents>(a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; };
-      return server_request(who, fails, [this, who, fails](std::uint32_t run) { reply(who, run, fa::parents_made{}, fails); });
+      return answer(who, fa::parents_made{}, [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&a)) {
       auto name = w->name;
@@ -366,15 +448,9 @@ class simulation final : public acquire_world {
         // in this order).
         auto own = c.fsm->node().name;
         submit(s, [this, who, own, run] {
-          if (server_.count(own)) watches_.emplace(own, watch{who, run, true});
-          std::optional<node_stat> st;
-          if (auto it = server_.find(own); it != server_.end()) {
-            st = node_stat{};
-            st->czxid = it->second.czxid;
-            st->ephemeral_owner = it->second.owner;
-          } else {
-            sessions_[contenders_[static_cast<std::size_t>(who)].session].inbox.push_back({who, run, fa::own_gone{}, nullptr});
-          }
+          if (server_.count(own)) watches_.emplace(own, watch{who, run, fa::own_gone{}});
+          auto st = stat_of(own);
+          if (!st) sessions_[contenders_[static_cast<std::size_t>(who)].session].inbox.push_back({who, run, fa::own_gone{}, nullptr});
           if (o_.plant_skip_own_check && !st) {  // the planted fault: "there"
             st = node_stat{};
             st->czxid = contenders_[static_cast<std::size_t>(who)].fsm->stat().czxid;
@@ -383,15 +459,149 @@ class simulation final : public acquire_world {
           reply(who, run, fa::own_checked{{}, st}, [](std::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
         });
       }
-      return server_request(who, fails, [this, who, name](std::uint32_t run) {
-        if (!server_.count(name)) return reply(who, run, fa::gone{}, nullptr);
-        note("c" + std::to_string(who) + " watches " + name);
-        watches_.emplace(name, watch{who, run, false});
-      });
+      return watch_deleted(who, name, fa::gone{}, fails);
     }
     if (std::holds_alternative<fa::keep_waiting>(a)) return;
     if (std::holds_alternative<fa::grant>(a)) return granted(who);
     failed(who, std::get<fa::fail>(a).ec);
+  }
+
+  // --------------------------------------------------- the race recipes
+  // The world as race_for's look reads it (the id comes with the
+  // reconnection that tells the session expired).
+  ra::look race_look(int s) const {
+    auto& ss = sessions_[s];
+    return {.generation = ss.generation, .session_id = ss.id, .connected = ss.connected, .awaiting_server = !ss.connected};
+  }
+
+  // race_for's part: the actions carried out on the model.
+  void act(int who, ra::action a) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.last_action = name_of(a);
+    note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " " + name_of(a) +
+         (std::holds_alternative<ra::fail>(a) ? " " + std::get<ra::fail>(a).ec.message() : std::string()));
+    auto s = c.session;
+    current_ = who;
+    c.pending_failed = nullptr;
+    if (std::holds_alternative<ra::connect>(a))
+      return answer(who, ra::connected{}, [](std::error_code ec) -> ra::event { return ra::connected{ec}; });
+    if (auto* t = std::get_if<ra::take_turn>(&a)) return take_turn(who, t->wait);
+    if (std::holds_alternative<ra::create>(a)) {
+      c.submitted = true;
+      auto fails = [](std::error_code ec) -> ra::event { return ra::created{ec}; };
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) {
+        if (server_.count(race_path)) return reply(who, run, ra::created{code(zk_error::node_exists)}, fails);
+        reply(who, run, ra::created{{}, make_node(race_path, {}, who, run)}, fails);
+      });
+    }
+    if (std::holds_alternative<ra::look_up>(a)) {
+      auto fails = [](std::error_code ec) -> ra::event { return ra::looked_up{ec}; };
+      return server_request(who, fails, [this, who, s, fails](std::uint32_t run) {
+        auto st = stat_of(race_path);
+        if (o_.plant_skip_own_check) {  // the planted fault: "ours", whatever the server says
+          if (!st) st = node_stat{};
+          st->ephemeral_owner = sessions_[s].id;
+        }
+        reply(who, run, ra::looked_up{{}, st}, fails);
+      });
+    }
+    if (std::holds_alternative<ra::sync>(a))
+      return answer(who, ra::synced{}, [](std::error_code ec) -> ra::event { return ra::synced{ec}; });
+    if (auto* r = std::get_if<ra::remove_own>(&a)) {
+      // (delete_node asks again after a cut, and a retry that finds it gone
+      // counts as deleted; the session over, its node went: lock_lost.)
+      auto fails = [](std::error_code ec) -> ra::event {
+        return ra::removed{ec == zk_error::session_expired ? code(error::lock_lost) : std::error_code{}};
+      };
+      return server_request(who, fails, [this, who, owner = r->owner, czxid = r->czxid, fails](std::uint32_t run) {
+        reply(who, run, ra::removed{delete_race_node(owner, czxid) ? std::error_code{} : code(error::lock_lost)}, fails);
+      });
+    }
+    if (std::holds_alternative<ra::watch>(a))
+      return watch_deleted(who, race_path, ra::gone{}, [](std::error_code ec) -> ra::event { return ra::gone{ec}; });
+    // (The model keeps the path's parent: a create never finds it missing.)
+    if (std::holds_alternative<ra::make_parents>(a)) return fail("c" + std::to_string(who) + " makes parents that are there");
+    if (auto* g = std::get_if<ra::granted>(&a)) return race_granted(who, g->stat);
+    failed(who, std::get<ra::fail>(a).ec);
+  }
+
+  // local_turns: the turn at once when nobody has it; else waited for in
+  // line (unless the line ended with its session), or, a try, refused.
+  void take_turn(int who, bool wait) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.line = {c.session, c.race->generation()};
+    auto& line = lines_[c.line];
+    if (wait && line.ended) return wake(who, c.run, ra::turn_taken{line.ended, false});
+    if (line.holder == 0) {
+      line.holder = c.turn = ++turns_given_;
+      return wake(who, c.run, ra::turn_taken{});
+    }
+    if (!wait) return wake(who, c.run, ra::turn_taken{{}, false});
+    line.waiting.emplace_back(who, c.run);
+  }
+  // The turn `turn` passes on to the next in its line, or the line ends.
+  void pass_turn(line_key key, std::uint64_t turn) {
+    auto it = lines_.find(key);
+    if (it == lines_.end() || it->second.holder != turn) return fail("a turn passed on by one that does not have it");
+    auto& line = it->second;
+    if (line.waiting.empty()) {
+      lines_.erase(it);
+      return;
+    }
+    auto [next, run] = line.waiting.front();
+    line.waiting.pop_front();
+    line.holder = contenders_[static_cast<std::size_t>(next)].turn = ++turns_given_;
+    wake(next, run, ra::turn_taken{});
+  }
+  // The session's earlier generations are over (report_session_end): their
+  // lines' waiters fail, as whoever enters them later does.
+  void end_lines(int s) {
+    for (auto& [key, line] : lines_)
+      if (key.first == s && key.second < sessions_[s].generation) {
+        line.ended = code(zk_error::session_expired);
+        for (auto [who, run] : std::exchange(line.waiting, {})) wake(who, run, ra::turn_taken{line.ended, false});
+      }
+  }
+
+  // Deletes the race node if it is `owner`'s and, when `czxid` is known,
+  // that incarnation (delete_node); whether it did.
+  bool delete_race_node(std::int64_t owner, std::int64_t czxid) {
+    auto it = server_.find(race_path);
+    if (it == server_.end() || it->second.owner != owner || (czxid != 0 && it->second.czxid != czxid)) return false;
+    erase_node(race_path);
+    return true;
+  }
+  // A race attempt's cleanup (remove_race_node) or a hold's release: the
+  // node deleted while its session lives, then the turn passed on.
+  void remove_race_node(int who, std::int64_t owner, std::int64_t czxid) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    submit(c.session, [this, s = c.session, line = c.line, turn = c.turn, owner, czxid] {
+      if (sessions_[s].generation == line.second) delete_race_node(owner, czxid);
+      pass_turn(line, turn);
+    });
+  }
+
+  // A race grant: of the node its own attempt made, in its session (its
+  // turn makes that node its own), on answers made while it was there.
+  void race_granted(int who, const node_stat& st) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    auto made = incarnations_.find(st.czxid);
+    if (made == incarnations_.end() || made->second.maker != who || made->second.run != c.run ||
+        made->second.owner != c.race->session_id())
+      return fail("c" + std::to_string(who) + " granted the node at " + race_path + " (czxid " +
+                  std::to_string(st.czxid) + "), which its attempt did not make in its session");
+    hold(who, race_path, st.czxid);
+  }
+
+  // A race attempt over: out of its line; its turn passed on, after the
+  // removal of its node if it sent a create.
+  void end_race(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (auto it = lines_.find(c.line); it != lines_.end())
+      std::erase_if(it->second.waiting, [who](auto& waiter) { return waiter.first == who; });
+    if (c.turn == 0) return;
+    if (c.submitted) return remove_race_node(who, c.race->session_id(), 0);
+    pass_turn(c.line, c.turn);
   }
 
   std::shared_ptr<const queue_view> known_view(std::vector<lock_node> queue) const {
@@ -405,22 +615,34 @@ class simulation final : public acquire_world {
   // the holder's lost signal tells it then.)
   void granted(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    hold(who, c.fsm->node().name, c.fsm->stat().czxid);
+  }
+  // The grant of the node `name`, the incarnation `czxid` (its fencing token).
+  void hold(int who, const std::string& name, std::int64_t czxid) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
     ++r_.grants;
-    const auto& mine = c.fsm->node();
-    if (auto deleted = deleted_at_.find(mine.name); deleted != deleted_at_.end() && deleted->second < c.decided_at)
-      return fail("granted " + mine.name + " on answers made after it was deleted");
+    if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
+      return fail("granted " + name + " on answers made after it was deleted");
     c.holding = true;
-    c.held_node = mine.name;
+    c.held_node = name;
+    c.held_czxid = czxid;
     c.hold_steps = 1 + pick(20);
     // Gone since those answers (an operator): lost at once (its holder's
     // monitor finds it gone), beside the grants that came after its delete.
-    if (!server_.count(mine.name)) return;
-    auto token = c.fsm->stat().czxid;
-    bool exclusive = mine.kind != node_kind::read;
+    if (!holds_on_server(c)) return;
+    auto token = czxid;
+    bool exclusive = c.kind != node_kind::read;
     if (token <= (exclusive ? last_token_ : last_write_token_))
       return fail("the fencing token " + std::to_string(token) + " of a grant is not greater than an earlier one's");
     last_token_ = std::max(last_token_, token);
     if (exclusive) last_write_token_ = token;
+  }
+
+  // Whether the holder's node, that incarnation, is on the server, of its
+  // session.
+  bool holds_on_server(const contender_model& c) const {
+    auto it = server_.find(c.held_node);
+    return it != server_.end() && it->second.czxid == c.held_czxid && it->second.owner == sessions_[c.session].id;
   }
 
   // One holder: among the holders whose node is on the server (of their
@@ -428,12 +650,8 @@ class simulation final : public acquire_world {
   // beside readers.
   void check_holders() {
     int writers = 0, readers = 0;
-    for (auto& c : contenders_) {
-      if (!c.holding) continue;
-      auto it = server_.find(c.held_node);
-      if (it == server_.end() || it->second.owner != sessions_[c.session].id) continue;
-      (c.kind == node_kind::read ? readers : writers)++;
-    }
+    for (auto& c : contenders_)
+      if (c.holding && holds_on_server(c)) (c.kind == node_kind::read ? readers : writers)++;
     if (writers > 1 || (writers == 1 && readers > 0))
       fail(std::to_string(writers) + " writers and " + std::to_string(readers) + " readers hold at once");
   }
@@ -449,7 +667,12 @@ class simulation final : public acquire_world {
   // removal: by name, or found by its uuid).
   void ended(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    if (c.fsm->submitted()) remove_mine(c.session, c.fsm->who().uuid, c.fsm->generation(), c.fsm->node().name);
+    if (c.race) {
+      end_race(who);
+      c.race.reset();
+    } else if (c.fsm->submitted()) {
+      remove_mine(c.session, c.fsm->who().uuid, c.fsm->generation(), c.fsm->node().name);
+    }
     begin(who);
   }
   // By name when its reply named it (found gone: known gone), else found by
@@ -472,6 +695,10 @@ class simulation final : public acquire_world {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     note("c" + std::to_string(who) + " releases " + c.held_node);
     c.holding = false;
+    if (c.race) {
+      remove_race_node(who, c.race->session_id(), c.held_czxid);
+      return begin(who);
+    }
     auto s = c.session;
     auto name = c.held_node;
     auto gen = c.fsm->generation();
@@ -498,7 +725,7 @@ class simulation final : public acquire_world {
     for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
       auto& c = contenders_[static_cast<std::size_t>(i)];
       if (c.holding && --c.hold_steps <= 0) moves.push_back([this, i] { release(i); });
-      if (faults && c.fsm && !c.fsm->finished() && chance(2)) moves.push_back([this, i] { stop(i); });
+      if (faults && acquiring(c) && chance(2)) moves.push_back([this, i] { stop(i); });
     }
     if (faults && !server_.empty() && chance(2)) moves.push_back([this] { operator_delete(); });
     if (moves.empty()) return false;
@@ -510,20 +737,22 @@ class simulation final : public acquire_world {
     auto d = std::move(sessions_[s].inbox.front());
     sessions_[s].inbox.pop_front();
     auto& c = contenders_[static_cast<std::size_t>(d.contender)];
-    if (d.run != c.run || !c.fsm || c.fsm->finished()) {  // stale: dropped
+    if (d.run != c.run || !acquiring(c)) {  // stale: dropped
       note("c" + std::to_string(d.contender) + " drops a stale " + name_of(d.event));
       return;
     }
-    if (auto* created = std::get_if<fa::created_and_listed>(&d.event); created && !created->create_ec) {
+    current_ = d.contender;
+    c.decided_at = std::max(c.decided_at, d.produced_at);
+    note("c" + std::to_string(d.contender) + " <- " + name_of(d.event) + error_in(d.event));
+    auto* fair = std::get_if<fa::event>(&d.event);
+    if (!fair) return act(d.contender, c.race->resume(std::get<ra::event>(d.event), race_look(s)));
+    if (auto* created = std::get_if<fa::created_and_listed>(fair); created && !created->create_ec) {
       // The create's completion adopts the node; the listing sent after it
       // counts it known.
       known_[created->node.name] = {created->node.kind, c.session, sessions_[s].generation};
       created->view = known_view(std::move(d.listing));
     }
-    current_ = d.contender;
-    c.decided_at = std::max(c.decided_at, d.produced_at);
-    note("c" + std::to_string(d.contender) + " <- " + name_of(d.event));
-    act(d.contender, c.fsm->resume(std::move(d.event), *this));
+    act(d.contender, c.fsm->resume(std::move(*fair), *this));
   }
 
   // The connection drops: the replies in flight come as failures
@@ -561,11 +790,12 @@ class simulation final : public acquire_world {
           begin(i);
           continue;
         }
-        if (c.fsm && !c.fsm->finished() && !c.waiting_here && c.pending_failed && !answered.count({i, c.run}))
+        if (acquiring(c) && !c.waiting_here && c.pending_failed && !answered.count({i, c.run}))
           ss.inbox.push_back({i, c.run, c.pending_failed(make_error_code(zk_error::session_expired)), nullptr, true});
       }
       for (auto& [name, e] : std::map(known_))
         if (e.session == s) forget(name);
+      end_lines(s);
     }
     // The watches' events the server made while it was cut off come at the
     // reconnection, in no order of the changes (it answers each watch the
@@ -610,7 +840,7 @@ class simulation final : public acquire_world {
     ++r_.stopped;
     note("c" + std::to_string(who) + " stopped");
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    c.fsm->abort();
+    if (c.fsm) c.fsm->abort();
     ++c.run;
     ended(who);
   }
@@ -624,11 +854,27 @@ class simulation final : public acquire_world {
   struct watch {
     int who;
     std::uint32_t run;
-    bool own;  // its own node's (own_gone), else a predecessor's (gone)
+    sim::event fired;  // a fair waiter's own node's (own_gone) or another's (gone); a race's (gone)
   };
   std::multimap<std::string, watch> watches_;
   std::map<std::string, known_entry> known_;
-  std::map<std::string, std::uint64_t> deleted_at_;  // when each node left the server
+  // Every node made, by its czxid: its owner, and when it left the server.
+  struct incarnation {
+    std::int64_t owner = 0;
+    int maker = -1;  // the contender whose attempt `run` made it
+    std::uint32_t run = 0;
+    std::optional<std::uint64_t> deleted_at{};
+  };
+  std::map<std::int64_t, incarnation> incarnations_;
+  // The race node's lines (local_turns): whose turn (a turn's number, 0:
+  // nobody's) and who waits; a line ends with its session.
+  struct turn_line {
+    std::uint64_t holder = 0;
+    std::deque<std::pair<int, std::uint32_t>> waiting;
+    std::error_code ended;
+  };
+  std::map<line_key, turn_line> lines_;
+  std::uint64_t turns_given_ = 0;
   std::map<std::string, std::vector<std::pair<int, std::uint32_t>>> local_waiters_;
   std::int64_t next_session_id_ = 1;
   std::int64_t zxid_ = 0;
@@ -647,6 +893,8 @@ constexpr std::pair<options::recipe, std::string_view> recipe_names[] = {
     {options::recipe::shared_mutex, "shared_mutex"},
     {options::recipe::mutex, "mutex"},
     {options::recipe::election, "election"},
+    {options::recipe::race_mutex, "race_mutex"},
+    {options::recipe::race_election, "race_election"},
 };
 }  // namespace
 

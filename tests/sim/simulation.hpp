@@ -1,6 +1,7 @@
 // A deterministic simulation of the fair queue's contenders (the state
-// machine of src/recipes/fair_acquire.hpp, the real code) against a small
-// model of a ZooKeeper server, driven by a seeded random schedule.
+// machine of src/recipes/fair_acquire.hpp, the real code), or of the race
+// recipes' (src/recipes/race_acquire.hpp), against a small model of a
+// ZooKeeper server, driven by a seeded random schedule.
 //
 // The model: one lock path; EPHEMERAL_SEQUENTIAL nodes with czxids; sessions
 // with ids, a connection that drops and comes back, and expiry (which
@@ -15,13 +16,24 @@
 // model, feeds the reply back in, stops contenders at random (a deadline, a
 // cancellation: their node is removed), releases the holders after a while.
 //
+// The race recipes: one EPHEMERAL node at the lock path, made by whoever
+// is first (node_exists for the others), watched for its deletion; the
+// harness plays race_for (engine_race.cpp): the contenders of one session
+// take turns (local_turns: a line per session and generation, which ends
+// with its session), and an attempt that sent a create, stopped or
+// failed, removes the node if its session's and only then passes its turn
+// on, as a holder's release does (that incarnation only). The path's
+// parent is always there (make_parents is never asked).
+//
 // After every step it checks the guarantees: a contender is granted only
 // when its node is on the server, of its session, with no node ahead of it
 // that blocks it (a writer alone, readers beside readers; one holder of a
 // mutex, one leader of an election); the fencing
 // tokens of successive grants increase; nobody is granted after its node was
-// deleted; and at the end, once the faults stop, every contender has ended
-// (none hangs) and no node is left but the holders', which release.
+// deleted; a race grant is of the node its own attempt made in its session;
+// no attempt is fed an event its machine does not wait for; and at the
+// end, once the faults stop, every contender has ended (none hangs) and no
+// node is left but the holders', which release.
 #pragma once
 
 #include <cstdint>
@@ -39,11 +51,15 @@ struct options {
   int max_steps = 20000;    // a run not done by then hangs
   // The recipe its contenders queue in: a shared_mutex's readers and
   // writers, a mutex, or a fair election's candidates (granted only once
-  // their node is seen owned by their session: Curator's CURATOR-696).
-  enum class recipe { shared_mutex, mutex, election } queue = recipe::shared_mutex;
+  // their node is seen owned by their session: Curator's CURATOR-696); or
+  // they race for the one node at the path (race_acquire.hpp): a
+  // race_mutex's contenders (a third of them only try) or a race-mode
+  // election's candidates.
+  enum class recipe { shared_mutex, mutex, election, race_mutex, race_election } queue = recipe::shared_mutex;
   // A planted fault, to show the checks catch one: the harness answers the
   // check of a waiter's own node with "there" whatever the server says (a
-  // grant without the own-node check).
+  // grant without the own-node check); in a race, the look-up of the node
+  // at the path with "ours" (a lost create's reply taken for a win).
   bool plant_skip_own_check = false;
   bool trace = false;  // every step, in the result (for a replay)
 };

@@ -1,10 +1,44 @@
 // The deterministic simulation (tests/sim/simulation.hpp): the fair queue's
-// state machine, the real code, against a model of the server under random
-// schedules of faults, for thousands of seeds; and shown to catch a planted
-// fault. zkasio-sim runs a million (README, Reliability).
+// state machine and the race recipes', the real code, against a model of
+// the server under random schedules of faults, for thousands of seeds; and
+// shown to catch a planted fault. zkasio-sim runs a million (README,
+// Reliability).
 #include <doctest/doctest.h>
 
 #include "sim/simulation.hpp"
+
+namespace {
+
+using zkasio::sim::options;
+
+// The grants of seeds 1 .. `seeds` of `queue`'s contenders; a seed that
+// breaks a guarantee fails the test, saying how to replay it.
+std::uint64_t grants_in(options::recipe queue, std::uint64_t seeds) {
+  CAPTURE(zkasio::sim::name_of(queue));
+  options o;
+  o.queue = queue;
+  std::uint64_t grants = 0;
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+    auto r = zkasio::sim::run(seed, o);
+    grants += r.grants;
+    if (!r.ok)
+      FAIL("seed ", seed, ": ", r.failure, " (replay: zkasio-sim --seed ", seed, " --recipe ",
+           zkasio::sim::name_of(queue), ")");
+  }
+  return grants;
+}
+
+// Whether the planted fault breaks a guarantee within seeds 1 .. 2,000.
+bool planted_fault_caught(options::recipe queue) {
+  options planted;
+  planted.queue = queue;
+  planted.plant_skip_own_check = true;
+  for (std::uint64_t seed = 1; seed <= 2000; ++seed)
+    if (!zkasio::sim::run(seed, planted).ok) return true;
+  return false;
+}
+
+}  // namespace
 
 TEST_CASE("the simulation: 10,000 seeds of contenders under faults hold every guarantee") {
   std::uint64_t grants = 0, faults = 0;
@@ -20,26 +54,21 @@ TEST_CASE("the simulation: 10,000 seeds of contenders under faults hold every gu
 }
 
 TEST_CASE("the simulation: 3,000 seeds each of a mutex's contenders and an election's candidates") {
-  for (auto queue : {zkasio::sim::options::recipe::mutex, zkasio::sim::options::recipe::election}) {
-    CAPTURE(zkasio::sim::name_of(queue));
-    zkasio::sim::options o;
-    o.queue = queue;
-    std::uint64_t grants = 0;
-    for (std::uint64_t seed = 1; seed <= 3'000; ++seed) {
-      auto r = zkasio::sim::run(seed, o);
-      grants += r.grants;
-      if (!r.ok)
-        FAIL("seed ", seed, ": ", r.failure, " (replay: zkasio-sim --seed ", seed, " --recipe ",
-             zkasio::sim::name_of(queue), ")");
-    }
-    CHECK(grants > 15'000);
-  }
+  for (auto queue : {options::recipe::mutex, options::recipe::election}) CHECK(grants_in(queue, 3'000) > 15'000);
+}
+
+TEST_CASE("the simulation: 3,000 seeds each of a race_mutex's contenders and a race-mode election's candidates") {
+  for (auto queue : {options::recipe::race_mutex, options::recipe::race_election})
+    CHECK(grants_in(queue, 3'000) > 15'000);
 }
 
 TEST_CASE("the simulation catches a planted fault: a grant without the check of the waiter's own node") {
-  int caught = 0;
-  zkasio::sim::options planted;
-  planted.plant_skip_own_check = true;
-  for (std::uint64_t seed = 1; seed <= 2000 && caught == 0; ++seed) caught += !zkasio::sim::run(seed, planted).ok;
-  CHECK(caught > 0);
+  CHECK(planted_fault_caught(options::recipe::shared_mutex));
+}
+
+TEST_CASE("the simulation catches a planted fault in a race: a look-up of the node at the path answered \"ours\"") {
+  for (auto queue : {options::recipe::race_mutex, options::recipe::race_election}) {
+    CAPTURE(zkasio::sim::name_of(queue));
+    CHECK(planted_fault_caught(queue));
+  }
 }
