@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
     ++ran;
     auto r = zkasio::sim::run(seed, o);
     grants += r.grants, faults += r.faults, stops += r.stopped, steps += r.steps;
+    if (one) std::cout << r.trace;
     if (!r.ok) {
       ++failed;
-      if (one) std::cout << r.trace;
       std::cout << "seed " << seed << " failed: " << r.failure << " (replay: zkasio-sim --seed " << seed
                 << " --recipe " << zkasio::sim::name_of(o.queue) << (o.plant_skip_own_check ? " --planted" : "")
                 << ")\n";
