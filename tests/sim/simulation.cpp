@@ -54,6 +54,11 @@ struct delivery {
   std::vector<lock_node> listing{};
   std::uint64_t produced_at = 0;  // the server's step when it made the answer
   bool answer = false;  // a reply to the request pending (not a watch's event)
+  // Instead of a contender's event, the reply to a request of the runner's
+  // own (a race cleanup's): what it does, told the reply's error
+  // (`runner_ec`: connection_loss once a cut lost it).
+  std::function<void(std::error_code)> to_runner{};
+  std::error_code runner_ec{};
 };
 
 struct session_model {
@@ -563,21 +568,50 @@ class simulation final : public acquire_world {
       }
   }
 
-  // Deletes the race node if it is `owner`'s and, when `czxid` is known,
-  // that incarnation (delete_node); whether it did.
+  // Whether the race node `there` is `owner`'s and, when `czxid` is
+  // known, that incarnation (delete_node's check).
+  static bool race_node_of(const std::optional<node_stat>& there, std::int64_t owner, std::int64_t czxid) {
+    return there && there->ephemeral_owner == owner && (czxid == 0 || there->czxid == czxid);
+  }
+  // Deletes the race node if it is `owner`'s (the incarnation `czxid`);
+  // whether it did.
   bool delete_race_node(std::int64_t owner, std::int64_t czxid) {
-    auto it = server_.find(race_path);
-    if (it == server_.end() || it->second.owner != owner || (czxid != 0 && it->second.czxid != czxid)) return false;
+    if (!race_node_of(stat_of(race_path), owner, czxid)) return false;
     erase_node(race_path);
     return true;
   }
-  // A race attempt's cleanup (remove_race_node) or a hold's release: the
-  // node deleted while its session lives, then the turn passed on.
-  void remove_race_node(int who, std::int64_t owner, std::int64_t czxid) {
-    auto& c = contenders_[static_cast<std::size_t>(who)];
-    submit(c.session, [this, s = c.session, line = c.line, turn = c.turn, owner, czxid] {
-      if (sessions_[s].generation == line.second) delete_race_node(owner, czxid);
-      pass_turn(line, turn);
+
+  // A request of the runner's own in session `s`: `at_server` is carried
+  // out when the server gets it, and says what its reply does once it comes.
+  void runner_request(int s, std::function<std::function<void(std::error_code)>()> at_server) {
+    submit(s, [this, s, at_server] {
+      sessions_[s].inbox.push_back({.contender = -1, .run = 0, .event = {}, .failed = nullptr, .now = false,
+                                    .listing = {}, .produced_at = r_.steps, .answer = true, .to_runner = at_server()});
+    });
+  }
+  // The removal of a race node of `owner` (remove_race_node after an
+  // attempt that sent a create, delete_node at a release), request by
+  // request as the runner makes them: exists, then, if the node is
+  // `owner`'s (the incarnation `czxid`, when known), a delete by its path;
+  // after a cut, asked again from the exists. Once over, or once the
+  // session is (its node went with it), the turn `turn` passes on.
+  void remove_race_node(int s, line_key line, std::uint64_t turn, std::int64_t owner, std::int64_t czxid) {
+    auto over = [this, s, line] { return sessions_[s].generation != line.second; };
+    auto again = [this, s, line, turn, owner, czxid] { remove_race_node(s, line, turn, owner, czxid); };
+    runner_request(s, [=, this] {
+      auto there = stat_of(race_path);
+      return std::function<void(std::error_code)>([=, this](std::error_code ec) {
+        if (over()) return pass_turn(line, turn);
+        if (ec) return again();
+        if (!race_node_of(there, owner, czxid)) return pass_turn(line, turn);
+        runner_request(s, [=, this] {
+          if (server_.count(race_path)) erase_node(race_path);  // (by path: whichever incarnation is there now)
+          return std::function<void(std::error_code)>([=, this](std::error_code ec) {
+            if (ec && !over()) return again();  // (a retry that finds it gone is done)
+            pass_turn(line, turn);
+          });
+        });
+      });
     });
   }
 
@@ -600,7 +634,7 @@ class simulation final : public acquire_world {
     if (auto it = lines_.find(c.line); it != lines_.end())
       std::erase_if(it->second.waiting, [who](auto& waiter) { return waiter.first == who; });
     if (c.turn == 0) return;
-    if (c.submitted) return remove_race_node(who, c.race->session_id(), 0);
+    if (c.submitted) return remove_race_node(c.session, c.line, c.turn, c.race->session_id(), 0);
     pass_turn(c.line, c.turn);
   }
 
@@ -696,7 +730,7 @@ class simulation final : public acquire_world {
     note("c" + std::to_string(who) + " releases " + c.held_node);
     c.holding = false;
     if (c.race) {
-      remove_race_node(who, c.race->session_id(), c.held_czxid);
+      remove_race_node(c.session, c.line, c.turn, c.race->session_id(), c.held_czxid);
       return begin(who);
     }
     auto s = c.session;
@@ -736,6 +770,7 @@ class simulation final : public acquire_world {
   void deliver(int s) {
     auto d = std::move(sessions_[s].inbox.front());
     sessions_[s].inbox.pop_front();
+    if (d.to_runner) return d.to_runner(d.runner_ec);
     auto& c = contenders_[static_cast<std::size_t>(d.contender)];
     if (d.run != c.run || !acquiring(c)) {  // stale: dropped
       note("c" + std::to_string(d.contender) + " drops a stale " + name_of(d.event));
@@ -766,6 +801,9 @@ class simulation final : public acquire_world {
       if (d.failed) {
         d.event = d.failed(make_error_code(zk_error::connection_loss));
         d.failed = nullptr;
+        d.now = true;
+      } else if (d.to_runner && !d.now) {
+        d.runner_ec = make_error_code(zk_error::connection_loss);
         d.now = true;
       }
   }

@@ -22,8 +22,10 @@
 // take turns (local_turns: a line per session and generation, which ends
 // with its session), and an attempt that sent a create, stopped or
 // failed, removes the node if its session's and only then passes its turn
-// on, as a holder's release does (that incarnation only). The path's
-// parent is always there (make_parents is never asked).
+// on, as a holder's release does (that incarnation only): request by
+// request, as the runner makes them (exists, then a delete by path, which
+// an operator's delete and another session's create in between escape).
+// The path's parent is always there (make_parents is never asked).
 //
 // After every step it checks the guarantees: a contender is granted only
 // when its node is on the server, of its session, with no node ahead of it
