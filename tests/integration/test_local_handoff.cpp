@@ -285,6 +285,31 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder's node deleted by an
   }());
 }
 
+TEST_CASE_FIXTURE(handing_mutex, "local handoff: a lock handed over in memory, then lost with its node: its holder is told, the next queues a node of its own") {
+  session operator_session(io, test_options(shared_hosts()));
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    auto czxid = first.fencing_token();
+    auto local = start_acquires(io, m, 3);
+    co_await first.async_release(use_awaitable);
+    REQUIRE(co_await granted(*local[0]));
+    REQUIRE(local[0]->held.fence() == lock::fence_token{czxid, 1});  // handed over, under the same node
+    lost_signal_log lost(io);
+    lost.watch(local[0]->held);
+    co_await operator_session.async_remove(local[0]->held.node(), use_awaitable);
+    REQUIRE(co_await lost.fired.wait(10s));
+    // The lead went on with the loss: the next queued a node and holds while
+    // the lost holder has not released yet, under a token of its own.
+    REQUIRE(co_await granted(*local[1]));
+    CHECK(local[1]->held.fencing_token() > czxid);
+    CHECK(local[1]->held.fence().local == 0);
+    auto [ec] = co_await local[0]->held.async_release(as_tuple(use_awaitable));
+    CHECK(ec == error::lock_lost);
+    CHECK_FALSE(local[2]->done.happened());
+    co_await goes_on_under(s, path, *local[1], *local[2]);
+  }());
+}
+
 TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder revoked: the next queues behind its node and goes once it is released") {
   session other(io, test_options(shared_hosts()));
   mutex other_mutex(other, path);
