@@ -29,7 +29,7 @@ namespace zkasio::detail {
 class acquire_flow {
  public:
   // What the acquire found of its owner's holds (reentry_of).
-  enum class reentry { none, again, lost, deadlock, downgrade };
+  enum class reentry : std::uint8_t { none, again, lost, deadlock, downgrade };
   struct request {
     bool try_once = false;
     bool local_run = false;  // the lock object hands the lock over in memory (local_handoff)
@@ -86,7 +86,7 @@ class acquire_flow {
   bool downgrade() const noexcept { return request_.holds == reentry::downgrade; }
 
  private:
-  enum class stage { idle, waiting, connecting, attempting, finished };
+  enum class stage : std::uint8_t { idle, waiting, connecting, attempting, finished };
 
   action lead_taken(const look& now);
   action attempt_ended_with(const attempt_ended& e, const look& now);

@@ -339,12 +339,12 @@ class acquire_op final : public contender_run {
         if (!ec && self) self->stop_with(deadline_passed(self->m_->s));
       });
     }
-    acquire_flow::request flow{.try_once = request_.try_once,
-                               .local_run = m_->options.local_handoff.has_value(),
-                               .requeue_on_expiry = m_->options.requeue_on_expiry};
-    if (request_.who) flow.holds = reentry_with(reentry_of(*m_, *request_.who, request_.kind));
-    flow_.emplace(flow);
-    carry_out(flow_->start(look()));
+    auto found = request_.who ? reentry_of(*m_, *request_.who, request_.kind) : reentry{};
+    flow_ = acquire_flow({.try_once = request_.try_once,
+                          .local_run = m_->options.local_handoff.has_value(),
+                          .requeue_on_expiry = m_->options.requeue_on_expiry,
+                          .holds = reentry_with(found)});
+    carry_out(flow_.start(look()), found.h);
   }
 
  private:
@@ -352,13 +352,13 @@ class acquire_op final : public contender_run {
 
   const std::string& node_data() const override { return request_.data ? *request_.data : m_->options.data; }
 
-  // The owner's hold found (reentry_of): kept for a grant again, or a
-  // downgrade's attempt.
+  // The owner's hold found (reentry_of), as the flow takes it; a
+  // downgrade's attempt keeps what it needs of it.
   acquire_flow::reentry reentry_with(const reentry& found) {
     using r = acquire_flow::reentry;
     switch (found.what) {
       case reentry::none: return r::none;
-      case reentry::again: again_ = found.h; return r::again;
+      case reentry::again: return r::again;
       case reentry::lost: return r::lost;
       case reentry::deadlock: return r::deadlock;
       case reentry::downgrade:
@@ -378,9 +378,12 @@ class acquire_op final : public contender_run {
             .run_active = m_->run.active};
   }
 
-  void feed(const acquire_flow::event& e) { carry_out(flow_->resume(e, look())); }
+  void feed(const acquire_flow::event& e) { carry_out(flow_.resume(e, look())); }
 
-  void carry_out(acquire_flow::action next) {
+  // `next`; `again`: the owner's hold found at the start (granted_again).
+  // `removing`: the failed attempt's node, going (lock_busy waits for it).
+  void carry_out(acquire_flow::action next, const std::shared_ptr<hold>& again = nullptr,
+                 std::vector<background<std::error_code>> removing = {}) {
     using af = acquire_flow;
     if (auto* a = std::get_if<af::attempt>(&next)) {
       if (a->take_lead) {
@@ -395,7 +398,7 @@ class acquire_op final : public contender_run {
         static_cast<acquire_op&>(*self).feed(af::connected{ec});
       }));
     if (std::holds_alternative<af::keep_waiting>(next)) return;
-    if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(again_));
+    if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(again));
     if (std::holds_alternative<af::take_handed>(next)) return complete({}, std::move(std::exchange(ticket_, nullptr)->handed));
     if (std::holds_alternative<af::pass_on>(next)) return ticket_.reset();  // (its lock, its lead: to the next)
     if (std::holds_alternative<af::granted>(next)) {
@@ -405,7 +408,7 @@ class acquire_op final : public contender_run {
       return complete({}, std::move(held));
     }
     auto& failed = std::get<af::fail>(next);
-    if (failed.after_removal) return complete_after(std::exchange(removing_, {}), failed.ec);
+    if (failed.after_removal) return complete_after(std::move(removing), failed.ec);
     complete(failed.ec);
   }
 
@@ -430,17 +433,19 @@ class acquire_op final : public contender_run {
   // decides what follows.
   void ended(const fair_acquire::action& end) override {
     auto* failed = std::get_if<fair_acquire::fail>(&end);
-    if (failed) removing_ = discard(m_, {whole()});
-    feed(acquire_flow::attempt_ended{failed ? failed->ec : std::error_code{}, fsm_->generation()});
+    auto removing = failed ? discard(m_, {whole()}) : std::vector<background<std::error_code>>{};
+    auto next = flow_.resume(acquire_flow::attempt_ended{failed ? failed->ec : std::error_code{}, fsm_->generation()},
+                             look());
+    carry_out(std::move(next), nullptr, std::move(removing));
   }
 
   // The deadline, or the caller's cancellation: what runs stops where it
   // stands (an attempt's node goes in the background; a wait in the run
   // leaves its line).
   void stop_with(std::error_code ec) {
-    if (!flow_ || flow_->finished()) return;
-    bool attempting = flow_->attempting(), waiting = flow_->waiting_in_run();
-    auto next = flow_->resume(acquire_flow::stopped{ec}, look());
+    if (flow_.finished()) return;
+    bool attempting = flow_.attempting(), waiting = flow_.waiting_in_run();
+    auto next = flow_.resume(acquire_flow::stopped{ec}, look());
     if (waiting)
       if (auto wait = run_wait_.lock()) wait->cancel();
     if (attempting && fsm_ && !fsm_->finished()) {
@@ -492,19 +497,17 @@ class acquire_op final : public contender_run {
   // Handed the lock, or the lead, by the run.
   void handed() {
     bool lead = ticket_->lead.leads();
-    auto next = flow_->resume(acquire_flow::handed{.lock = !lead}, look());
-    if (lead && !flow_->finished()) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
+    auto next = flow_.resume(acquire_flow::handed{.lock = !lead}, look());
+    if (lead && !flow_.finished()) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
     carry_out(next);
   }
 
   acquire_request request_;
   completion_ptr<lock> done_;
-  std::optional<acquire_flow> flow_;
-  std::shared_ptr<hold> again_;  // reentry: the owner's hold, granted again
+  acquire_flow flow_{{}};  // made in begin()
   // A downgrade's: its owner's write node, and that grant's fencing token.
   std::optional<std::string> downgrade_of_;
   std::int64_t downgrade_token_ = 0;
-  std::vector<background<std::error_code>> removing_;  // a failed attempt's node, going
   std::unique_ptr<asio::steady_timer> deadline_;
   run_lead lead_;                         // of the local run, while this acquire leads it
   std::shared_ptr<run_ticket> ticket_;    // while waiting in the local run, until what it was handed is taken
