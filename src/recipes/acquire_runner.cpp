@@ -353,7 +353,7 @@ class acquire_op final : public contender_run {
   const std::string& node_data() const override { return request_.data ? *request_.data : m_->options.data; }
 
   // The owner's hold found (reentry_of), as the flow takes it; a
-  // downgrade's attempt keeps what it needs of it.
+  // downgrade keeps its grant's fencing token.
   acquire_flow::reentry reentry_with(const reentry& found) {
     using r = acquire_flow::reentry;
     switch (found.what) {
@@ -362,7 +362,6 @@ class acquire_op final : public contender_run {
       case reentry::lost: return r::lost;
       case reentry::deadlock: return r::deadlock;
       case reentry::downgrade:
-        downgrade_of_ = found.h->name;
         downgrade_token_ = found.h->token;
         return r::downgrade;
     }
@@ -380,9 +379,11 @@ class acquire_op final : public contender_run {
 
   void feed(const acquire_flow::event& e) { carry_out(flow_.resume(e, look())); }
 
-  // `next`; `again`: the owner's hold found at the start (granted_again).
+  // `next`. `found`: the owner's hold found at the start, granted again or
+  // downgraded (a downgrade is never attempted again: its one attempt is
+  // the start's, which takes the write node's sequence from it).
   // `removing`: the failed attempt's node, going (lock_busy waits for it).
-  void carry_out(acquire_flow::action next, const std::shared_ptr<hold>& again = nullptr,
+  void carry_out(acquire_flow::action next, const std::shared_ptr<hold>& found = nullptr,
                  std::vector<background<std::error_code>> removing = {}) {
     using af = acquire_flow;
     if (auto* a = std::get_if<af::attempt>(&next)) {
@@ -390,7 +391,7 @@ class acquire_op final : public contender_run {
         m_->run.active = true;
         lead_ = run_lead(m_);
       }
-      return attempt_again();
+      return attempt_again(flow_.downgrade() && found ? std::optional(found->name) : std::nullopt);
     }
     if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
     if (std::holds_alternative<af::connect>(next))
@@ -398,7 +399,7 @@ class acquire_op final : public contender_run {
         static_cast<acquire_op&>(*self).feed(af::connected{ec});
       }));
     if (std::holds_alternative<af::keep_waiting>(next)) return;
-    if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(again));
+    if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(found));
     if (std::holds_alternative<af::take_handed>(next)) return complete({}, std::move(std::exchange(ticket_, nullptr)->handed));
     if (std::holds_alternative<af::pass_on>(next)) return ticket_.reset();  // (its lock, its lead: to the next)
     if (std::holds_alternative<af::granted>(next)) {
@@ -412,10 +413,10 @@ class acquire_op final : public contender_run {
     complete(failed.ec);
   }
 
-  void attempt_again() {
+  void attempt_again(std::optional<std::string> downgrade_of) {
     run({.kind = request_.kind,
          .uuid = make_uuid(),
-         .downgrade_of = downgrade_of_,
+         .downgrade_of = std::move(downgrade_of),
          .confirm_owner = request_.confirm_owner,
          .one_look = request_.try_once});
   }
@@ -505,9 +506,7 @@ class acquire_op final : public contender_run {
   acquire_request request_;
   completion_ptr<lock> done_;
   acquire_flow flow_{{}};  // made in begin()
-  // A downgrade's: its owner's write node, and that grant's fencing token.
-  std::optional<std::string> downgrade_of_;
-  std::int64_t downgrade_token_ = 0;
+  std::int64_t downgrade_token_ = 0;  // a downgrade's: its write grant's fencing token
   std::unique_ptr<asio::steady_timer> deadline_;
   run_lead lead_;                         // of the local run, while this acquire leads it
   std::shared_ptr<run_ticket> ticket_;    // while waiting in the local run, until what it was handed is taken
