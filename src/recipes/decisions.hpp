@@ -23,10 +23,14 @@ inline bool rides_through(std::error_code ec, bool one_look, std::uint64_t now, 
 // its node was made in (`made_in`): not `closed`, and not `expired` in that
 // generation (a session that will reconnect counts its next generation,
 // `now`, before it says expired: session_impl.cpp).
+// A request cut off (retryable) in a later session than the node's counts
+// as the expiry it is: the C client fails what was in flight with
+// connection_loss when the session it was sent in expired.
 inline bool queues_again(std::error_code ec, bool requeue_on_expiry, bool one_look, std::uint64_t made_in,
                          std::uint64_t now, bool expired, bool closed) {
   bool session_follows = !closed && (now != made_in || !expired);
-  return ec == zk_error::session_expired && requeue_on_expiry && !one_look && session_follows;
+  bool session_went = ec == zk_error::session_expired || (ec == condition::retryable && now != made_in);
+  return session_went && requeue_on_expiry && !one_look && session_follows;
 }
 
 inline std::error_code code(zk_error e) { return make_error_code(e); }

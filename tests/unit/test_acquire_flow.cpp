@@ -101,6 +101,17 @@ TEST_CASE("requeue_on_expiry: another attempt in the session that follows, and o
   CHECK(failure<af>(after(requeue, closed_session())) == zk_error::session_expired);
   CHECK(failure<af>(after({}, next_session())) == zk_error::session_expired);
   CHECK(failure<af>(after({.try_once = true, .requeue_on_expiry = true}, next_session())) == zk_error::session_expired);
+  // Cut off in a later session than its node's: the C client's way of saying
+  // that session expired (what was in flight fails with connection_loss).
+  auto cut = code(zk_error::connection_loss);
+  auto cut_in = [&](af::request r, af::look now) {
+    af flow(r);
+    CHECK(attempts(flow.start(connected())));
+    return flow.resume(af::attempt_ended{cut, generation}, now);
+  };
+  CHECK(attempts(cut_in(requeue, next_session())));
+  CHECK(failure<af>(cut_in(requeue, connected())) == zk_error::connection_loss);  // its own session: not an expiry
+  CHECK(failure<af>(cut_in({}, next_session())) == zk_error::connection_loss);
   // Queued again, the attempt that follows is granted.
   af flow(requeue);
   CHECK(attempts(flow.start(connected())));

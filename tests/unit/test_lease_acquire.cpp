@@ -134,6 +134,12 @@ TEST_CASE("requeue_on_expiry: another attempt in the session that follows, and o
   CHECK(failure<la>(plain.resume(la::room_ended{expired(), false}, next_session())) == zk_error::session_expired);
   auto try_once = waiting_for_room(2, true, true);
   CHECK(failure<la>(try_once.resume(la::room_ended{expired(), false}, next_session())) == zk_error::session_expired);
+  // Cut off in a later session than its leases': that session expired.
+  auto cut = waiting_for_room(2, false, true);
+  CHECK(takes_mutex(cut.resume(la::room_ended{code(zk_error::connection_loss), false}, next_session())));
+  auto cut_plain = waiting_for_room();
+  CHECK(failure<la>(cut_plain.resume(la::room_ended{code(zk_error::connection_loss), false}, next_session())) ==
+        zk_error::connection_loss);
   // Queued again, it is granted in the new session.
   auto fsm = waiting_for_room(1, false, true);
   CHECK(takes_mutex(fsm.resume(la::room_ended{expired(), false}, next_session())));
