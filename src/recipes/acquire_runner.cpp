@@ -497,9 +497,12 @@ class acquire_op final : public contender_run {
 
   // Handed the lock, or the lead, by the run.
   void handed() {
-    bool lead = ticket_->lead.leads();
+    bool lead = ticket_->lead.leads(), waiting = flow_.waiting_in_run();
     auto next = flow_.resume(acquire_flow::handed{.lock = !lead}, look());
-    if (lead && !flow_.finished()) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
+    // The lead is this acquire's while it goes on; passed on when it ends
+    // now (a failure completes it, which drops lead_), or ended before
+    // (pass_on drops the ticket).
+    if (lead && waiting) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
     carry_out(next);
   }
 
