@@ -27,6 +27,7 @@ lease_acquire::action lease_acquire::resume(const event& e, const look& now) {
     case stage::mutex:
       if (auto* m = std::get_if<mutex_taken>(&e)) {
         if (m->ec) return attempt_failed(m->ec, false, now);
+        generation_ = now.generation;  // the mutex's session: its leases are made in it
         stage_ = stage::leases;
         return make_lease{0};
       }
@@ -34,10 +35,9 @@ lease_acquire::action lease_acquire::resume(const event& e, const look& now) {
     case stage::leases:
       if (auto* l = std::get_if<lease_made>(&e)) {
         auto ec = l->ec;
-        // (The first went with the session it was made in.)
-        if (!ec && made_ > 0 && l->generation != generation_) ec = code(zk_error::session_expired);
+        // (The mutex, and any lease made before, went with their session.)
+        if (!ec && l->generation != generation_) ec = code(zk_error::session_expired);
         if (ec) return attempt_failed(ec, false, now);
-        if (made_ == 0) generation_ = l->generation;
         if (++made_ < request_.count) return make_lease{made_};
         stage_ = stage::room;
         return wait_for_room{};

@@ -7,8 +7,8 @@
 //
 // What it decides around the attempts:
 // - a count outside 1..max: invalid_lease_count, nothing made;
-// - a lease made in a later session than the first (the first went with
-//   the old one): session_expired;
+// - a lease made in a later session than the mutex was taken in (the mutex,
+//   and any lease made before, went with the old one): session_expired;
 // - the mutex lost while it waited for room (room_wait ends with lock_lost):
 //   its leases are deleted and, as it held no lease, nothing is lost to the
 //   caller: in the same session it queues again for the mutex, within its
@@ -76,7 +76,7 @@ class lease_acquire {
   action resume(const event& e, const look& now);
 
   bool finished() const noexcept { return stage_ == stage::finished; }
-  // The session the attempt began in (its leases' session).
+  // The attempt's session: where its mutex was taken and its leases made.
   std::uint64_t generation() const noexcept { return generation_; }
 
  private:
@@ -89,7 +89,7 @@ class lease_acquire {
   request request_;
   stage stage_ = stage::idle;
   std::size_t made_ = 0;         // leases of this attempt made
-  std::uint64_t generation_ = 0;  // of the attempt's start
+  std::uint64_t generation_ = 0;  // the session's at the attempt's start, then the mutex's
 };
 
 }  // namespace zkasio::detail

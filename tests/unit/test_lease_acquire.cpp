@@ -46,17 +46,16 @@ la started(std::size_t n = 2, std::size_t max = 3, bool try_once = false, bool r
   return fsm;
 }
 
-// Started, the mutex taken and `n` leases made in `made_in`: it waits for room.
-la waiting_for_room(std::size_t n = 2, bool try_once = false, bool requeue = false,
-                    std::uint64_t made_in = generation) {
+// Started, the mutex taken and `n` leases made in its session: it waits for room.
+la waiting_for_room(std::size_t n = 2, bool try_once = false, bool requeue = false) {
   auto fsm = started(n, 3, try_once, requeue);
   CHECK(makes_lease(fsm.resume(la::mutex_taken{}, now())) == 0);
   for (std::size_t i = 0; i < n; ++i) {
-    auto next = fsm.resume(la::lease_made{{}, made_in}, now());
+    auto next = fsm.resume(la::lease_made{{}, generation}, now());
     if (i + 1 < n) CHECK(makes_lease(next) == i + 1);
     else CHECK(std::holds_alternative<la::wait_for_room>(next));
   }
-  CHECK(fsm.generation() == made_in);
+  CHECK(fsm.generation() == generation);
   return fsm;
 }
 
@@ -84,6 +83,18 @@ TEST_CASE("the mutex not taken: its failure, as it is (its acquire has ridden th
   auto end = busy.resume(la::mutex_taken{code(error::lock_busy)}, now());
   CHECK(failure<la>(end) == error::lock_busy);
   CHECK(std::get<la::fail>(end).after_removal);
+}
+
+TEST_CASE("a lease made in a later session than the mutex: the mutex went with its session") {
+  // Even the first: lost with its mutex, it did not wait beside another
+  // acquirer, but it lived through an expiry, which the caller is told of
+  // (session_expired) unless it asked to queue again.
+  auto first = started();
+  CHECK(makes_lease(first.resume(la::mutex_taken{}, now())) == 0);
+  CHECK(failure<la>(first.resume(la::lease_made{{}, generation + 1}, next_session())) == zk_error::session_expired);
+  auto requeued_first = started(2, 3, false, true);
+  CHECK(makes_lease(requeued_first.resume(la::mutex_taken{}, now())) == 0);
+  CHECK(takes_mutex(requeued_first.resume(la::lease_made{{}, generation + 1}, next_session())));
 }
 
 TEST_CASE("a lease made in a later session than the first: the first went with its session") {
