@@ -24,7 +24,7 @@ acquire_flow::action acquire_flow::start(const look& now) {
   if (!request_.local_run) return attempt{};
   if (!now.run_active) {
     leads_ = true;
-    return attempt{.take_lead = true};
+    return attempt{};
   }
   if (request_.try_once) return finish(fail{code(error::lock_busy)});
   stage_ = stage::waiting;

@@ -56,7 +56,7 @@ class acquire_flow {
   using event = std::variant<handed, connected, attempt_ended, stopped>;
 
   // ----------------------------------------------------------------- actions
-  struct attempt { bool take_lead = false; };  // a new attempt (a new node); take_lead: lead the idle run first
+  struct attempt {};                           // a new attempt (a new node)
   struct wait_in_run {};                       // join the local run's line
   struct connect {};                           // wait for the connection
   struct keep_waiting {};
@@ -81,7 +81,8 @@ class acquire_flow {
   bool finished() const noexcept { return stage_ == stage::finished; }
   bool attempting() const noexcept { return stage_ == stage::attempting; }
   bool waiting_in_run() const noexcept { return stage_ == stage::waiting; }
-  // Leads the local run (taken at start, or handed over), until finished.
+  // Leads the local run (the idle run's lead taken at start, or the lead
+  // handed over), until finished: the runner holds the lead exactly then.
   bool leads() const noexcept { return leads_; }
   bool downgrade() const noexcept { return request_.holds == reentry::downgrade; }
 

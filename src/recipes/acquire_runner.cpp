@@ -386,11 +386,8 @@ class acquire_op final : public contender_run {
   void carry_out(acquire_flow::action next, const std::shared_ptr<hold>& found = nullptr,
                  std::vector<background<std::error_code>> removing = {}) {
     using af = acquire_flow;
-    if (auto* a = std::get_if<af::attempt>(&next)) {
-      if (a->take_lead) {
-        m_->run.active = true;
-        lead_ = run_lead(m_);
-      }
+    follow_lead(next);
+    if (std::holds_alternative<af::attempt>(next)) {
       return attempt_again(flow_.downgrade() && found ? std::optional(found->name) : std::nullopt);
     }
     if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
@@ -406,6 +403,7 @@ class acquire_op final : public contender_run {
       auto a = whole();
       auto held = granted(m_, a, request_.who);
       lead_.hand_to(held);
+      lead_ = {};  // (not given to a hold that may be lost already: it goes on)
       return complete({}, std::move(held));
     }
     auto& failed = std::get<af::fail>(next);
@@ -473,7 +471,6 @@ class acquire_op final : public contender_run {
 
   void complete(std::error_code ec, lock held = {}) {
     if (deadline_) deadline_->cancel();
-    lead_ = {};  // (not given to a hold: it goes on)
     done_->complete(ec, std::move(held));
   }
 
@@ -496,14 +493,24 @@ class acquire_op final : public contender_run {
   }
 
   // Handed the lock, or the lead, by the run.
-  void handed() {
-    bool lead = ticket_->lead.leads(), waiting = flow_.waiting_in_run();
-    auto next = flow_.resume(acquire_flow::handed{.lock = !lead}, look());
-    // The lead is this acquire's while it goes on; passed on when it ends
-    // now (a failure completes it, which drops lead_), or ended before
-    // (pass_on drops the ticket).
-    if (lead && waiting) lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
-    carry_out(next);
+  void handed() { feed(acquire_flow::handed{.lock = !ticket_->lead.leads()}); }
+
+  // The lead of the local run is held as the flow says (acquire_flow::leads):
+  // taken when it starts to lead (the idle run's, or the one handed over in
+  // the ticket); given to the hold it grants; else passed on the moment it
+  // no longer leads (the acquire failed, or ended before it was handed).
+  void follow_lead(const acquire_flow::action& next) {
+    if (flow_.leads() && !lead_.leads()) {
+      if (ticket_) {
+        lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
+      } else {
+        m_->run.active = true;
+        lead_ = run_lead(m_);
+      }
+    }
+    if (flow_.leads() || std::holds_alternative<acquire_flow::granted>(next)) return;
+    lead_ = {};
+    if (ticket_ && ticket_->lead.leads()) ticket_.reset();
   }
 
   acquire_request request_;

@@ -50,9 +50,8 @@ bool attempts(const af::action& a) { return std::holds_alternative<af::attempt>(
 
 TEST_CASE("without a local run: one attempt, granted when it is") {
   af flow({});
-  auto first = flow.start(connected());
-  REQUIRE(attempts(first));
-  CHECK_FALSE(std::get<af::attempt>(first).take_lead);
+  REQUIRE(attempts(flow.start(connected())));
+  CHECK_FALSE(flow.leads());
   CHECK(std::holds_alternative<af::granted>(flow.resume(af::attempt_ended{{}, generation}, connected())));
   CHECK(flow.finished());
 }
@@ -121,9 +120,7 @@ TEST_CASE("requeue_on_expiry: another attempt in the session that follows, and o
 
 TEST_CASE("the local run idle: the acquire leads it, and its grant takes the lead to the hold") {
   af flow({.local_run = true});
-  auto first = flow.start(connected(false));
-  REQUIRE(attempts(first));
-  CHECK(std::get<af::attempt>(first).take_lead);
+  REQUIRE(attempts(flow.start(connected(false))));
   CHECK(flow.leads());
   CHECK(std::holds_alternative<af::granted>(flow.resume(af::attempt_ended{{}, generation}, connected(true))));
   CHECK_FALSE(flow.leads());
@@ -148,9 +145,7 @@ TEST_CASE("waiting in the local run: handed the lock in memory, it completes wit
 
 TEST_CASE("handed the lead: it attempts at once when connected, else once connected") {
   auto now = waiting_in_run();
-  auto next = now.resume(af::handed{.lock = false}, connected(true));
-  REQUIRE(attempts(next));
-  CHECK_FALSE(std::get<af::attempt>(next).take_lead);  // handed: it has it
+  REQUIRE(attempts(now.resume(af::handed{.lock = false}, connected(true))));
   CHECK(now.leads());
   CHECK(std::holds_alternative<af::granted>(now.resume(af::attempt_ended{{}, generation}, connected(true))));
 
