@@ -4,11 +4,12 @@
 //   zkasio-sim [--seeds N] [--from S]   seeds S .. S+N-1 (default 1 .. 1,000,000)
 //   zkasio-sim --seed S                 one seed, saying what it did
 //   zkasio-sim ... --recipe R           the contenders' recipe: shared_mutex (the
-//                                       default), mutex, election, race_mutex or
-//                                       race_election
+//                                       default), mutex, election, race_mutex,
+//                                       race_election or local_mutex
 //   zkasio-sim ... --planted            with the planted fault (a grant without
 //                                       the own-node check; in a race, a look-up
-//                                       answered "ours"): seeds that catch it
+//                                       answered "ours"; a local_mutex's hand-over
+//                                       to a stopped flow dropped): seeds that catch it
 //
 // Exit status 0 when every seed held (with --planted: when one caught it).
 #include <chrono>
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     else if (arg == "--recipe" && i + 1 < argc) {
       auto queue = zkasio::sim::recipe_named(argv[++i]);
       if (!queue) {
-        std::cerr << "zkasio-sim: --recipe is shared_mutex, mutex, election, race_mutex or race_election, not '" << argv[i] << "'\n";
+        std::cerr << "zkasio-sim: --recipe is shared_mutex, mutex, election, race_mutex, race_election or local_mutex, not '" << argv[i] << "'\n";
         return 2;
       }
       o.queue = *queue;

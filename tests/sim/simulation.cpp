@@ -1,6 +1,7 @@
 #include "sim/simulation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include <vector>
 #include <zkasio/error.hpp>
 
+#include "recipes/acquire_flow.hpp"
 #include "recipes/decisions.hpp"
 #include "recipes/fair_acquire.hpp"
 #include "recipes/race_acquire.hpp"
@@ -24,8 +26,11 @@ namespace {
 using namespace zkasio::detail;
 using fa = fair_acquire;
 using ra = race_acquire;
-// What the model delivers to a contender: its recipe's machine's event.
-using event = std::variant<fa::event, ra::event>;
+using af = acquire_flow;
+// What the model delivers to a contender: its recipe's machine's event (a
+// local_mutex's acquire_flow waits for the connection; its attempts are
+// fair_acquire's).
+using event = std::variant<fa::event, ra::event, af::event>;
 
 // The race recipes' node: the lock path itself.
 const std::string race_path = "/lock";
@@ -75,6 +80,25 @@ struct session_model {
 // the session and its generation.
 using line_key = std::pair<int, std::uint64_t>;
 
+// A local_mutex's node held by its lock object's run (engine.hpp's hold):
+// handed from holder to holder in memory, each hand-over counted.
+struct run_hold {
+  int session = 0;  // its lock object's
+  std::string name;
+  std::int64_t czxid = 0;
+  std::int64_t owner = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t handed = 0;  // hand-overs so far: the token's second part
+  bool in_run = false;       // leads the run (its release hands the lock on)
+};
+
+// A lock object's local run (engine.hpp's local_run): whether someone
+// leads it, and who waits in its line (with the flow that waits).
+struct local_run_model {
+  bool active = false;
+  std::deque<std::pair<int, std::shared_ptr<af>>> waiting;
+};
+
 // A contender as the harness runs it: its state machine, what it holds.
 struct contender_model {
   int session = 0;
@@ -94,6 +118,13 @@ struct contender_model {
   line_key line{};
   std::uint64_t turn = 0;
   bool submitted = false;
+  // A local_mutex's acquire around its attempts (shared with what the
+  // local run hands it: a hand-over may reach it after it stopped); whether
+  // it leads its lock object's run; the run's hold it was handed, until it
+  // takes it; the hold it has (its lock object's node).
+  std::shared_ptr<af> flow;
+  bool leads = false;
+  std::shared_ptr<run_hold> handed, run_held;
   // How its pending request at the server fails (its session expired).
   std::function<sim::event(std::error_code)> pending_failed;
   std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
@@ -108,7 +139,8 @@ struct known_entry {
 
 queue_family family_of(options::recipe queue) {
   switch (queue) {
-    case options::recipe::mutex: return queue_family::mutex;
+    case options::recipe::mutex:
+    case options::recipe::local_mutex: return queue_family::mutex;
     case options::recipe::election: return queue_family::election;
     case options::recipe::race_mutex:
     case options::recipe::race_election: return queue_family::race;
@@ -121,6 +153,7 @@ queue_family family_of(options::recipe queue) {
 node_kind kind_of(options::recipe queue, int i) {
   switch (queue) {
     case options::recipe::mutex:
+    case options::recipe::local_mutex:
     case options::recipe::race_mutex:
     case options::recipe::race_election: return node_kind::lock;
     case options::recipe::election: return node_kind::latch;
@@ -137,8 +170,19 @@ bool is_race(options::recipe queue) {
   return queue == options::recipe::race_mutex || queue == options::recipe::race_election;
 }
 
-// Whether a contender still acquires.
-bool acquiring(const contender_model& c) { return (c.fsm && !c.fsm->finished()) || (c.race && !c.race->finished()); }
+// Whether a contender still acquires (a local_mutex's: its flow).
+bool acquiring(const contender_model& c) {
+  if (c.flow) return !c.flow->finished();
+  return (c.fsm && !c.fsm->finished()) || (c.race && !c.race->finished());
+}
+
+// Whether the machine `e` is for still waits: a reply to an attempt over
+// is dropped.
+bool waits_for(const contender_model& c, const sim::event& e) {
+  if (std::holds_alternative<fa::event>(e)) return c.fsm && !c.fsm->finished();
+  if (std::holds_alternative<ra::event>(e)) return c.race && !c.race->finished();
+  return c.flow && !c.flow->finished();
+}
 
 class simulation final : public acquire_world {
  public:
@@ -170,6 +214,9 @@ class simulation final : public acquire_world {
     if (r_.ok && !done()) fail("the run did not end within " + std::to_string(o_.max_steps) + " steps (a hang):" + waiting());
     if (r_.ok) {
       for (auto& [name, n] : server_) fail("node " + name + " left on the server");
+      // Everyone done, a fresh acquire must find the run idle to lead it.
+      for (auto& [object, run] : runs_)
+        if (run.active) fail("the lock object of s" + std::to_string(object) + " is wedged: its run is led by nobody");
     }
     return r_;
   }
@@ -215,6 +262,8 @@ class simulation final : public acquire_world {
 
  private:
   const contender_model& at() const { return contenders_[current_]; }
+  // The planted fault of the fair queue's (a local_mutex's is its run's).
+  bool planted_own_check() const { return o_.plant_skip_own_check && o_.queue != options::recipe::local_mutex; }
   template <class T>
   T pick(T n) { return std::uniform_int_distribution<T>(0, n - 1)(random_); }
   bool chance(int percent) { return pick(100) < percent; }
@@ -230,11 +279,17 @@ class simulation final : public acquire_world {
     static const char* names[] = {"connect", "take_turn", "create", "look_up", "sync", "remove_own", "watch", "make_parents", "granted", "fail"};
     return names[a.index()];
   }
+  static const char* name_of(const af::action& a) {
+    static const char* names[] = {"attempt", "wait_in_run", "connect", "keep_waiting", "granted_again", "take_handed", "granted", "pass_on", "fail"};
+    return names[a.index()];
+  }
   static const char* name_of(const sim::event& e) {
     static const char* fair[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
     static const char* race[] = {"connected", "turn_taken", "created", "looked_up", "synced", "removed", "gone", "parents_made"};
+    static const char* flow[] = {"handed", "connected", "attempt_ended", "stopped"};
     if (auto* f = std::get_if<fa::event>(&e)) return fair[f->index()];
-    return race[std::get<ra::event>(e).index()];
+    if (auto* r = std::get_if<ra::event>(&e)) return race[r->index()];
+    return flow[std::get<af::event>(e).index()];
   }
   // A race event's error, for the trace.
   static std::string error_in(const sim::event& e) {
@@ -355,6 +410,19 @@ class simulation final : public acquire_world {
       c.race.emplace(c.tries);
       return act(who, c.race->start(race_look(c.session)));
     }
+    if (o_.queue == options::recipe::local_mutex) {
+      // Half of them queue again after an expiry.
+      c.flow = std::make_shared<af>(af::request{.local_run = true, .requeue_on_expiry = who % 2 == 0});
+      return act(who, c.flow->start(flow_look(c.session)));
+    }
+    attempt(who);
+  }
+
+  // A new attempt of the fair queue: a node of its own.
+  void attempt(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    ++c.run;  // (a local_mutex's flow may make several)
+    current_ = who;
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
                   static_cast<unsigned long long>(++uuids_));
@@ -428,7 +496,7 @@ class simulation final : public acquire_world {
       bool own = name == c.fsm->node().name;
       return server_request(who, fails, [this, who, name, own, fails](std::uint32_t run) {
         auto st = stat_of(name);
-        if (o_.plant_skip_own_check && own && !st) {  // the planted fault: "there"
+        if (planted_own_check() && own && !st) {  // the planted fault: "there"
           st = node_stat{};
           st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
         }
@@ -456,7 +524,7 @@ class simulation final : public acquire_world {
           if (server_.count(own)) watches_.emplace(own, watch{who, run, fa::own_gone{}});
           auto st = stat_of(own);
           if (!st) sessions_[contenders_[static_cast<std::size_t>(who)].session].inbox.push_back({who, run, fa::own_gone{}, nullptr});
-          if (o_.plant_skip_own_check && !st) {  // the planted fault: "there"
+          if (planted_own_check() && !st) {  // the planted fault: "there"
             st = node_stat{};
             st->czxid = contenders_[static_cast<std::size_t>(who)].fsm->stat().czxid;
             st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
@@ -638,6 +706,138 @@ class simulation final : public acquire_world {
     pass_turn(c.line, c.turn);
   }
 
+  // --------------------------------------------- the in-process handoff
+  // A local_mutex's lock objects, one a session, each with its local run
+  // (engine.hpp's local_run): the harness plays acquire_op's part
+  // (acquire_runner.cpp) and, at a release, engine_hold.cpp's hand_off and
+  // pass_lead.
+  af::look flow_look(int s) {
+    auto& ss = sessions_[s];
+    return {.generation = ss.generation, .connected = ss.connected, .run_active = runs_[s].active};
+  }
+
+  // acquire_op's carry_out: the flow's actions on the model.
+  void act(int who, af::action a) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    auto& run = runs_[c.session];
+    c.last_action = name_of(a);
+    note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " " + name_of(a) +
+         (std::holds_alternative<af::fail>(a) ? " " + std::get<af::fail>(a).ec.message() : std::string()));
+    current_ = who;
+    c.pending_failed = nullptr;
+    if (auto* next = std::get_if<af::attempt>(&a)) {
+      if (next->take_lead) run.active = c.leads = true;
+      return attempt(who);
+    }
+    if (std::holds_alternative<af::wait_in_run>(a)) {
+      run.waiting.emplace_back(who, c.flow);
+      return;
+    }
+    if (std::holds_alternative<af::connect>(a))
+      return answer(who, af::connected{}, [](std::error_code ec) -> af::event { return af::connected{ec}; });
+    if (std::holds_alternative<af::keep_waiting>(a)) return;
+    if (std::holds_alternative<af::take_handed>(a)) {
+      c.run_held = std::exchange(c.handed, nullptr);
+      return hold(who, c.run_held->name, c.run_held->czxid, c.run_held->handed);
+    }
+    if (std::holds_alternative<af::granted>(a)) {
+      // The lead goes to the hold (run_lead::hand_to) when its node is sure;
+      // else on to the next waiter.
+      c.run_held = std::make_shared<run_hold>(run_hold{.session = c.session,
+                                                       .name = c.fsm->node().name,
+                                                       .czxid = c.fsm->stat().czxid,
+                                                       .owner = c.fsm->stat().ephemeral_owner,
+                                                       .generation = c.fsm->generation()});
+      hold(who, c.run_held->name, c.run_held->czxid);
+      if (std::exchange(c.leads, false)) {
+        c.run_held->in_run = node_sure(*c.run_held);
+        if (!c.run_held->in_run) pass_lead(c.session);
+      }
+      return;
+    }
+    // (A pass_on comes of a hand-over after the flow ended: hand_over's.
+    // No reentry is asked, so no granted_again.)
+    if (!std::holds_alternative<af::fail>(a)) return fail("c" + std::to_string(who) + "'s flow said " + name_of(a));
+    if (std::exchange(c.leads, false)) pass_lead(c.session);  // (acquire_op's complete drops its lead)
+    if (!fed_unwaited(who, std::get<af::fail>(a).ec)) begin(who);
+  }
+
+  // A fair attempt of the flow's ended: a failed one's node goes first.
+  void attempt_ended(int who, std::error_code ec) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (ec) remove_attempt_node(who);
+    act(who, c.flow->resume(af::attempt_ended{ec, c.fsm->generation()}, flow_look(c.session)));
+  }
+  // acquire_op's stop_with: a wait in the run leaves its line; an attempt
+  // stops, its node goes.
+  void stop_flow(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    bool waiting = c.flow->waiting_in_run();
+    auto next = c.flow->resume(af::stopped{code(error::lock_timeout)}, flow_look(c.session));
+    if (waiting) std::erase_if(runs_[c.session].waiting, [&](auto& waiter) { return waiter.second == c.flow; });
+    if (c.fsm && !c.fsm->finished()) {
+      c.fsm->abort();
+      remove_attempt_node(who);
+    }
+    ++c.run;
+    act(who, next);
+  }
+
+  // Whether the run's node is sure to be there (hold_sure: not lost, its
+  // session connected).
+  bool node_sure(const run_hold& h) const {
+    auto it = server_.find(h.name);
+    return it != server_.end() && it->second.czxid == h.czxid && it->second.owner == sessions_[h.session].id &&
+           sessions_[h.session].connected;
+  }
+
+  // give_back: a released (or lost) hold that leads the run hands the lock
+  // to the next waiter in memory when the rule says so (hand_off); else its
+  // node is deleted and the lead passes on (pass_lead).
+  void give_back(const std::shared_ptr<run_hold>& h) {
+    auto& run = runs_[h->session];
+    bool waiting = !run.waiting.empty();
+    if (h->in_run && mutex_queue.next_after_release({}, 16, std::chrono::seconds(1), waiting, node_sure(*h),
+                                                    std::chrono::steady_clock::time_point()) == after_release::hand_off) {
+      ++h->handed;
+      return hand_over(h->session, h);
+    }
+    delete_held(h->session, h->name, h->generation);
+    if (std::exchange(h->in_run, false)) pass_lead(h->session);
+  }
+  void pass_lead(int s) {
+    auto& run = runs_[s];
+    run.active = !run.waiting.empty();
+    if (run.active) hand_over(s, nullptr);
+  }
+  // The next waiter of session `s`'s run is handed the hold `h` (the lock),
+  // or with none the lead: told in a later step, when it may have stopped
+  // meanwhile (its flow then says pass_on).
+  void hand_over(int s, std::shared_ptr<run_hold> h) {
+    auto [who, flow] = std::move(runs_[s].waiting.front());
+    runs_[s].waiting.pop_front();
+    note("c" + std::to_string(who) + " handed the " + (h ? "lock" : "lead"));
+    sessions_[s].inbox.push_back({.contender = -1, .run = 0, .event = {}, .failed = nullptr, .now = true,
+                                  .listing = {}, .produced_at = r_.steps, .answer = false,
+                                  .to_runner = [this, who, flow, h](std::error_code) { take_over(who, flow, h); }});
+  }
+  // acquire_op's handed: the flow that waited takes what it was handed, or
+  // passes it on (the planted fault: drops it).
+  void take_over(int who, const std::shared_ptr<af>& flow, const std::shared_ptr<run_hold>& h) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    current_ = who;
+    auto next = flow->resume(af::handed{.lock = h != nullptr}, flow_look(c.session));
+    if (std::holds_alternative<af::pass_on>(next)) {
+      note("c" + std::to_string(who) + " passes on what it was handed");
+      if (o_.plant_skip_own_check) return;  // the planted fault: dropped
+      return h ? give_back(h) : pass_lead(c.session);
+    }
+    // (Not finished before: it is the contender's flow now.)
+    if (h) c.handed = h;
+    else c.leads = true;
+    act(who, next);
+  }
+
   std::shared_ptr<const queue_view> known_view(std::vector<lock_node> queue) const {
     return std::make_shared<const queue_view>(
         make_view(std::move(queue), [this](const lock_node& n) { return known_.count(n.name) > 0; }));
@@ -649,10 +849,12 @@ class simulation final : public acquire_world {
   // the holder's lost signal tells it then.)
   void granted(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.flow) return attempt_ended(who, {});
     hold(who, c.fsm->node().name, c.fsm->stat().czxid);
   }
-  // The grant of the node `name`, the incarnation `czxid` (its fencing token).
-  void hold(int who, const std::string& name, std::int64_t czxid) {
+  // The grant of the node `name`, the incarnation `czxid`; its fencing
+  // token that czxid, and the hand-overs of the node in its local run.
+  void hold(int who, const std::string& name, std::int64_t czxid, std::uint64_t handed = 0) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     ++r_.grants;
     if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
@@ -664,10 +866,11 @@ class simulation final : public acquire_world {
     // Gone since those answers (an operator): lost at once (its holder's
     // monitor finds it gone), beside the grants that came after its delete.
     if (!holds_on_server(c)) return;
-    auto token = czxid;
+    auto token = std::pair(czxid, handed);
     bool exclusive = c.kind != node_kind::read;
     if (token <= (exclusive ? last_token_ : last_write_token_))
-      return fail("the fencing token " + std::to_string(token) + " of a grant is not greater than an earlier one's");
+      return fail("the fencing token (" + std::to_string(czxid) + ", " + std::to_string(handed) +
+                  ") of a grant is not greater than an earlier one's");
     last_token_ = std::max(last_token_, token);
     if (exclusive) last_write_token_ = token;
   }
@@ -693,8 +896,13 @@ class simulation final : public acquire_world {
   // An attempt that failed; internal_error: the harness fed it an event it
   // did not wait for (a broken promise of the runner's).
   void failed(int who, std::error_code ec) {
-    if (ec == error::internal_error) return fail("c" + std::to_string(who) + " was fed an event it did not wait for");
+    if (fed_unwaited(who, ec)) return;
+    if (contenders_[static_cast<std::size_t>(who)].flow) return attempt_ended(who, ec);
     ended(who);
+  }
+  bool fed_unwaited(int who, std::error_code ec) {
+    if (ec == error::internal_error) fail("c" + std::to_string(who) + " was fed an event it did not wait for");
+    return ec == error::internal_error;
   }
 
   // A failed or stopped attempt: its node goes (the runner's background
@@ -704,10 +912,14 @@ class simulation final : public acquire_world {
     if (c.race) {
       end_race(who);
       c.race.reset();
-    } else if (c.fsm->submitted()) {
-      remove_mine(c.session, c.fsm->who().uuid, c.fsm->generation(), c.fsm->node().name);
+    } else {
+      remove_attempt_node(who);
     }
     begin(who);
+  }
+  void remove_attempt_node(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.fsm->submitted()) remove_mine(c.session, c.fsm->who().uuid, c.fsm->generation(), c.fsm->node().name);
   }
   // By name when its reply named it (found gone: known gone), else found by
   // its uuid, only while it is its session's (delete_node, remove_attempt_node).
@@ -733,15 +945,20 @@ class simulation final : public acquire_world {
       remove_race_node(c.session, c.line, c.turn, c.race->session_id(), c.held_czxid);
       return begin(who);
     }
-    auto s = c.session;
-    auto name = c.held_node;
-    auto gen = c.fsm->generation();
+    if (auto h = std::exchange(c.run_held, nullptr)) {
+      give_back(h);
+      return begin(who);
+    }
+    delete_held(c.session, c.held_node, c.fsm->generation());
+    begin(who);
+  }
+  // A release's delete of the node `name` its session's generation `gen` made.
+  void delete_held(int s, std::string name, std::uint64_t gen) {
     submit(s, [this, s, name, gen] {
       if (sessions_[s].generation != gen) return;
       if (auto it = server_.find(name); it != server_.end() && it->second.owner == sessions_[s].id) erase_node(name);
       forget(name);
     });
-    begin(who);
   }
 
   // ----------------------------------------------------------------- steps
@@ -772,13 +989,14 @@ class simulation final : public acquire_world {
     sessions_[s].inbox.pop_front();
     if (d.to_runner) return d.to_runner(d.runner_ec);
     auto& c = contenders_[static_cast<std::size_t>(d.contender)];
-    if (d.run != c.run || !acquiring(c)) {  // stale: dropped
+    if (d.run != c.run || !waits_for(c, d.event)) {  // stale: dropped
       note("c" + std::to_string(d.contender) + " drops a stale " + name_of(d.event));
       return;
     }
     current_ = d.contender;
     c.decided_at = std::max(c.decided_at, d.produced_at);
     note("c" + std::to_string(d.contender) + " <- " + name_of(d.event) + error_in(d.event));
+    if (auto* flow = std::get_if<af::event>(&d.event)) return act(d.contender, c.flow->resume(*flow, flow_look(s)));
     auto* fair = std::get_if<fa::event>(&d.event);
     if (!fair) return act(d.contender, c.race->resume(std::get<ra::event>(d.event), race_look(s)));
     if (auto* created = std::get_if<fa::created_and_listed>(fair); created && !created->create_ec) {
@@ -824,7 +1042,8 @@ class simulation final : public acquire_world {
         auto& c = contenders_[static_cast<std::size_t>(i)];
         if (c.session != s) continue;
         if (c.holding) {
-          c.holding = false;  // lost with its session (its node went)
+          c.holding = false;  // lost with its session (its node went; the run's lead goes on)
+          if (auto h = std::exchange(c.run_held, nullptr)) give_back(h);
           begin(i);
           continue;
         }
@@ -878,6 +1097,7 @@ class simulation final : public acquire_world {
     ++r_.stopped;
     note("c" + std::to_string(who) + " stopped");
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.flow) return stop_flow(who);
     if (c.fsm) c.fsm->abort();
     ++c.run;
     ended(who);
@@ -918,7 +1138,8 @@ class simulation final : public acquire_world {
   std::int64_t zxid_ = 0;
   std::uint32_t counter_ = 0;
   std::uint64_t uuids_ = 0;
-  std::int64_t last_token_ = 0, last_write_token_ = 0;
+  std::pair<std::int64_t, std::uint64_t> last_token_{}, last_write_token_{};
+  std::map<int, local_run_model> runs_;  // a local_mutex's, by its lock object (one a session)
   int current_ = 0;
 };
 
@@ -933,6 +1154,7 @@ constexpr std::pair<options::recipe, std::string_view> recipe_names[] = {
     {options::recipe::election, "election"},
     {options::recipe::race_mutex, "race_mutex"},
     {options::recipe::race_election, "race_election"},
+    {options::recipe::local_mutex, "local_mutex"},
 };
 }  // namespace
 

@@ -27,15 +27,26 @@
 // an operator's delete and another session's create in between escape).
 // The path's parent is always there (make_parents is never asked).
 //
+// The local_mutex: a mutex whose lock objects (one a session) hand the lock
+// over in memory (acquire_flow.hpp around fair_acquire's attempts). The
+// harness plays acquire_op (acquire_runner.cpp): the run's lead taken when
+// idle, else a wait in its line; a stop leaves the line, drops the lead;
+// and, at a release, engine_hold.cpp's hand_off (next_after_release: the
+// lock to the next waiter, its node kept) or the node deleted and the lead
+// passed on. What is handed over reaches its waiter a step later, when it
+// may have stopped: its flow then says pass_on, and it goes on.
+//
 // After every step it checks the guarantees: a contender is granted only
 // when its node is on the server, of its session, with no node ahead of it
 // that blocks it (a writer alone, readers beside readers; one holder of a
 // mutex, one leader of an election); the fencing
 // tokens of successive grants increase; nobody is granted after its node was
 // deleted; a race grant is of the node its own attempt made in its session;
-// no attempt is fed an event its machine does not wait for; and at the
-// end, once the faults stop, every contender has ended (none hangs) and no
-// node is left but the holders', which release.
+// no attempt is fed an event its machine does not wait for; a local run's
+// tokens (its node's czxid, then the hand-overs) increase in grant order;
+// and at the end, once the faults stop, every contender has ended (none
+// hangs), no node is left but the holders', which release, and no lock
+// object's run is led by nobody (a fresh acquire leads it).
 #pragma once
 
 #include <cstdint>
@@ -57,11 +68,15 @@ struct options {
   // they race for the one node at the path (race_acquire.hpp): a
   // race_mutex's contenders (a third of them only try) or a race-mode
   // election's candidates.
-  enum class recipe { shared_mutex, mutex, election, race_mutex, race_election } queue = recipe::shared_mutex;
+  // Or a local_mutex: a mutex whose lock objects (one a session) hand the
+  // lock over in memory (acquire_flow.hpp's local run).
+  enum class recipe { shared_mutex, mutex, election, race_mutex, race_election, local_mutex } queue = recipe::shared_mutex;
   // A planted fault, to show the checks catch one: the harness answers the
   // check of a waiter's own node with "there" whatever the server says (a
   // grant without the own-node check); in a race, the look-up of the node
-  // at the path with "ours" (a lost create's reply taken for a win).
+  // at the path with "ours" (a lost create's reply taken for a win); for a
+  // local_mutex, what a flow that stopped says to pass on (the lock or the
+  // lead handed to it) dropped.
   bool plant_skip_own_check = false;
   bool trace = false;  // every step, in the result (for a replay)
 };

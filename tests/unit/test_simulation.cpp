@@ -62,6 +62,10 @@ TEST_CASE("the simulation: 3,000 seeds each of a race_mutex's contenders and a r
     CHECK(grants_in(queue, 3'000) > 15'000);
 }
 
+TEST_CASE("the simulation: 3,000 seeds of a local_mutex's lock objects handing the lock over in memory") {
+  CHECK(grants_in(options::recipe::local_mutex, 3'000) > 15'000);
+}
+
 TEST_CASE("the simulation catches a planted fault: a grant without the check of the waiter's own node") {
   CHECK(planted_fault_caught(options::recipe::shared_mutex));
 }
@@ -71,4 +75,8 @@ TEST_CASE("the simulation catches a planted fault in a race: a look-up of the no
     CAPTURE(zkasio::sim::name_of(queue));
     CHECK(planted_fault_caught(queue));
   }
+}
+
+TEST_CASE("the simulation catches a planted fault in the local run: a hand-over to a stopped acquire dropped") {
+  CHECK(planted_fault_caught(options::recipe::local_mutex));
 }
