@@ -5,11 +5,13 @@
 //   zkasio-sim --seed S                 one seed, saying what it did
 //   zkasio-sim ... --recipe R           the contenders' recipe: shared_mutex (the
 //                                       default), mutex, election, race_mutex,
-//                                       race_election or local_mutex
+//                                       race_election, local_mutex or semaphore
 //   zkasio-sim ... --planted            with the planted fault (a grant without
 //                                       the own-node check; in a race, a look-up
 //                                       answered "ours"; a local_mutex's hand-over
-//                                       to a stopped flow dropped): seeds that catch it
+//                                       to a stopped flow dropped; a semaphore's wait
+//                                       for room never told its mutex is lost):
+//                                       seeds that catch it
 //
 // Exit status 0 when every seed held (with --planted: when one caught it).
 #include <chrono>
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     else if (arg == "--recipe" && i + 1 < argc) {
       auto queue = zkasio::sim::recipe_named(argv[++i]);
       if (!queue) {
-        std::cerr << "zkasio-sim: --recipe is shared_mutex, mutex, election, race_mutex, race_election or local_mutex, not '" << argv[i] << "'\n";
+        std::cerr << "zkasio-sim: --recipe is shared_mutex, mutex, election, race_mutex, race_election, local_mutex or semaphore, not '" << argv[i] << "'\n";
         return 2;
       }
       o.queue = *queue;

@@ -17,7 +17,9 @@
 #include "recipes/acquire_flow.hpp"
 #include "recipes/decisions.hpp"
 #include "recipes/fair_acquire.hpp"
+#include "recipes/lease_acquire.hpp"
 #include "recipes/race_acquire.hpp"
+#include "recipes/room_wait.hpp"
 
 namespace zkasio::sim {
 
@@ -27,10 +29,13 @@ using namespace zkasio::detail;
 using fa = fair_acquire;
 using ra = race_acquire;
 using af = acquire_flow;
+using la = lease_acquire;
+using rw = room_wait;
 // What the model delivers to a contender: its recipe's machine's event (a
-// local_mutex's acquire_flow waits for the connection; its attempts are
-// fair_acquire's).
-using event = std::variant<fa::event, ra::event, af::event>;
+// local_mutex's acquire_flow waits for the connection; its attempts, and a
+// semaphore's mutex and lease nodes, are
+// fair_acquire's; a semaphore's wait for room is room_wait's).
+using event = std::variant<fa::event, ra::event, af::event, rw::event>;
 
 // The race recipes' node: the lock path itself.
 const std::string race_path = "/lock";
@@ -125,6 +130,18 @@ struct contender_model {
   std::shared_ptr<af> flow;
   bool leads = false;
   std::shared_ptr<run_hold> handed, run_held;
+  // A semaphore's acquire of `leases` (lease_acquire), its wait for room;
+  // the semaphore's mutex while an attempt holds it (its node, that
+  // session's generation), whether that may be lost (the latch room_wait
+  // looks at), whether its room_wait watches (only then is it told so);
+  // its attempt's lease nodes, by name with their czxids.
+  std::optional<la> lease_fsm;
+  std::optional<rw> room;
+  std::size_t leases = 0;
+  std::optional<std::pair<std::string, std::uint64_t>> guard;
+  std::int64_t guard_czxid = 0;
+  bool mutex_lost = false, room_watching = false;
+  std::vector<std::pair<std::string, std::int64_t>> mine;
   // How its pending request at the server fails (its session expired).
   std::function<sim::event(std::error_code)> pending_failed;
   std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
@@ -140,7 +157,8 @@ struct known_entry {
 queue_family family_of(options::recipe queue) {
   switch (queue) {
     case options::recipe::mutex:
-    case options::recipe::local_mutex: return queue_family::mutex;
+    case options::recipe::local_mutex:
+    case options::recipe::semaphore: return queue_family::mutex;  // (its mutex's; its leases' listed apart)
     case options::recipe::election: return queue_family::election;
     case options::recipe::race_mutex:
     case options::recipe::race_election: return queue_family::race;
@@ -154,6 +172,7 @@ node_kind kind_of(options::recipe queue, int i) {
   switch (queue) {
     case options::recipe::mutex:
     case options::recipe::local_mutex:
+    case options::recipe::semaphore:
     case options::recipe::race_mutex:
     case options::recipe::race_election: return node_kind::lock;
     case options::recipe::election: return node_kind::latch;
@@ -173,6 +192,7 @@ bool is_race(options::recipe queue) {
 // Whether a contender still acquires (a local_mutex's: its flow).
 bool acquiring(const contender_model& c) {
   if (c.flow) return !c.flow->finished();
+  if (c.lease_fsm) return !c.lease_fsm->finished();
   return (c.fsm && !c.fsm->finished()) || (c.race && !c.race->finished());
 }
 
@@ -181,12 +201,15 @@ bool acquiring(const contender_model& c) {
 bool waits_for(const contender_model& c, const sim::event& e) {
   if (std::holds_alternative<fa::event>(e)) return c.fsm && !c.fsm->finished();
   if (std::holds_alternative<ra::event>(e)) return c.race && !c.race->finished();
+  if (auto* room = std::get_if<rw::event>(&e))
+    return c.room && !c.room->finished() && (c.room_watching || !std::holds_alternative<rw::mutex_lost>(*room));
   return c.flow && !c.flow->finished();
 }
 
 class simulation final : public acquire_world {
  public:
   simulation(std::uint64_t seed, const options& o) : random_(seed), o_(o) {
+    if (o.queue == options::recipe::semaphore) semaphore_size_ = 2 + pick(3);
     for (int i = 0; i < o.sessions; ++i) {
       sessions_.emplace_back();
       sessions_.back().id = next_session_id_++;
@@ -197,6 +220,7 @@ class simulation final : public acquire_world {
       c.kind = kind_of(o.queue, i);
       c.tries = tries(o.queue, i);
       c.rounds_left = o.rounds;
+      if (o.queue == options::recipe::semaphore) c.leases = 1 + pick(semaphore_size_);
       contenders_.push_back(std::move(c));
     }
   }
@@ -246,7 +270,9 @@ class simulation final : public acquire_world {
         forget(name);
         continue;
       }
-      if (!queue_rule::of(mine.kind).blocks(mine.kind, e.kind) || name == exempt) continue;
+      if (!queue_rule::of(mine.kind).in_queue(e.kind) || !queue_rule::of(mine.kind).blocks(mine.kind, e.kind) ||
+          name == exempt)
+        continue;
       if (!sessions_[e.session].connected) return {below_result::relist, {}};
       return {below_result::node, name};
     }
@@ -262,8 +288,13 @@ class simulation final : public acquire_world {
 
  private:
   const contender_model& at() const { return contenders_[current_]; }
-  // The planted fault of the fair queue's (a local_mutex's is its run's).
-  bool planted_own_check() const { return o_.plant_skip_own_check && o_.queue != options::recipe::local_mutex; }
+  // The planted fault of the fair queues' (a local_mutex's is its run's, a
+  // semaphore's its wait for room's).
+  bool planted_own_check() const {
+    auto q = o_.queue;
+    return o_.plant_skip_own_check &&
+           (q == options::recipe::shared_mutex || q == options::recipe::mutex || q == options::recipe::election);
+  }
   template <class T>
   T pick(T n) { return std::uniform_int_distribution<T>(0, n - 1)(random_); }
   bool chance(int percent) { return pick(100) < percent; }
@@ -279,6 +310,14 @@ class simulation final : public acquire_world {
     static const char* names[] = {"connect", "take_turn", "create", "look_up", "sync", "remove_own", "watch", "make_parents", "granted", "fail"};
     return names[a.index()];
   }
+  static const char* name_of(const la::action& a) {
+    static const char* names[] = {"take_mutex", "make_lease", "wait_for_room", "granted", "fail"};
+    return names[a.index()];
+  }
+  static const char* name_of(const rw::action& a) {
+    static const char* names[] = {"list", "sync", "watch", "connect", "granted", "fail"};
+    return names[a.index()];
+  }
   static const char* name_of(const af::action& a) {
     static const char* names[] = {"attempt", "wait_in_run", "connect", "keep_waiting", "granted_again", "take_handed", "granted", "pass_on", "fail"};
     return names[a.index()];
@@ -287,8 +326,10 @@ class simulation final : public acquire_world {
     static const char* fair[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
     static const char* race[] = {"connected", "turn_taken", "created", "looked_up", "synced", "removed", "gone", "parents_made"};
     static const char* flow[] = {"handed", "connected", "attempt_ended", "stopped"};
+    static const char* room[] = {"listed", "synced", "changed", "connected", "mutex_lost"};
     if (auto* f = std::get_if<fa::event>(&e)) return fair[f->index()];
     if (auto* r = std::get_if<ra::event>(&e)) return race[r->index()];
+    if (auto* w = std::get_if<rw::event>(&e)) return room[w->index()];
     return flow[std::get<af::event>(e).index()];
   }
   // A race event's error, for the trace.
@@ -334,10 +375,12 @@ class simulation final : public acquire_world {
   }
 
   // --------------------------------------------------------------- server
-  std::vector<lock_node> listing() const {
+  // The queue of `kind`'s nodes (a semaphore's leases are listed apart
+  // from its mutex's: the model keeps both paths' nodes in one map).
+  std::vector<lock_node> listing(node_kind kind) const {
     std::vector<std::string> names;
     for (auto& [name, n] : server_) names.push_back(name);
-    return lock_queue(names, family_of(o_.queue));
+    return lock_queue(names, kind == node_kind::lease ? queue_family::semaphore : family_of(o_.queue));
   }
   // The node of `who`'s attempt `run` made: its incarnation (czxid)
   // recorded, for the checks.
@@ -346,6 +389,7 @@ class simulation final : public acquire_world {
     node_stat st;
     st.czxid = ++zxid_;
     st.ephemeral_owner = sessions_[c.session].id;
+    if (node.kind == node_kind::lease) leases_changed();
     server_[name] = {std::move(node), st.czxid, st.ephemeral_owner};
     incarnations_[st.czxid] = {st.ephemeral_owner, who, run};
     note("server: c" + std::to_string(who) + " created " + name);
@@ -362,6 +406,8 @@ class simulation final : public acquire_world {
   }
   void erase_node(std::string name) {  // (by value: callers pass map keys)
     incarnations_[server_.at(name).czxid].deleted_at = r_.steps;
+    if (server_.at(name).node.kind == node_kind::lease) leases_changed();
+    mutex_gone(name, server_.at(name).czxid);
     server_.erase(name);
     auto range = watches_.equal_range(name);
     std::vector<watch> fired;
@@ -410,6 +456,10 @@ class simulation final : public acquire_world {
       c.race.emplace(c.tries);
       return act(who, c.race->start(race_look(c.session)));
     }
+    if (o_.queue == options::recipe::semaphore) {
+      c.lease_fsm.emplace(la::request{.count = c.leases, .max = semaphore_size_, .requeue_on_expiry = who % 2 == 0});
+      return act(who, c.lease_fsm->start(lease_look(c.session)));
+    }
     if (o_.queue == options::recipe::local_mutex) {
       // Half of them queue again after an expiry.
       c.flow = std::make_shared<af>(af::request{.local_run = true, .requeue_on_expiry = who % 2 == 0});
@@ -418,15 +468,19 @@ class simulation final : public acquire_world {
     attempt(who);
   }
 
-  // A new attempt of the fair queue: a node of its own.
-  void attempt(int who) {
+  // A new attempt of the fair queue: a node of its own (a semaphore's
+  // lease: created only, the wait for room decides).
+  void attempt(int who, bool lease = false) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     ++c.run;  // (a local_mutex's flow may make several)
     current_ = who;
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
                   static_cast<unsigned long long>(++uuids_));
-    c.fsm.emplace(fa::contender{.kind = c.kind, .uuid = uuid, .confirm_owner = o_.queue == options::recipe::election});
+    c.fsm.emplace(fa::contender{.kind = lease ? node_kind::lease : c.kind,
+                                .uuid = uuid,
+                                .confirm_owner = o_.queue == options::recipe::election,
+                                .create_only = lease});
     act(who, c.fsm->start(*this));
   }
 
@@ -471,20 +525,20 @@ class simulation final : public acquire_world {
     if (std::holds_alternative<fa::create_and_list>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
       auto uuid = c.fsm->who().uuid;
-      auto kind = c.kind;
+      auto kind = c.fsm->who().kind;
       return server_request(who, fails, [this, who, s, uuid, kind, fails](std::uint32_t run) {
         char suffix[16];
         std::snprintf(suffix, sizeof suffix, "%010d", static_cast<int>(counter_++));
         auto node = *parse_lock_node(lock_node_prefix(uuid, kind) + suffix);
         auto st = make_node(node.name, node, who, run);
         reply(who, run, fa::created_and_listed{.node = node, .stat = st}, fails);
-        sessions_[s].inbox.back().listing = listing();
+        sessions_[s].inbox.back().listing = listing(kind);
       });
     }
     if (std::holds_alternative<fa::list>(a)) {
       auto fails = [](std::error_code ec) -> fa::event { return fa::listed{ec, nullptr}; };
-      return server_request(who, fails, [this, who, fails](std::uint32_t run) {
-        reply(who, run, fa::listed{{}, known_view(listing())}, fails);
+      return server_request(who, fails, [this, who, fails, kind = c.fsm->who().kind](std::uint32_t run) {
+        reply(who, run, fa::listed{{}, known_view(listing(kind))}, fails);
       });
     }
     if (std::holds_alternative<fa::sync>(a)) {
@@ -706,6 +760,177 @@ class simulation final : public acquire_world {
     pass_turn(c.line, c.turn);
   }
 
+  // ------------------------------------------------------- the semaphore
+  // A semaphore's contenders: lease_acquire around fair_acquire's attempts
+  // (its mutex's node, then each lease's, create_only) and room_wait; the
+  // harness plays engine_leases.cpp's acquire_leases and wait_for_room.
+  la::look lease_look(int s) const { return {.generation = sessions_[s].generation}; }
+  rw::look room_look(int who) const {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    return {.generation = sessions_[c.session].generation, .mutex_lost = c.mutex_lost};
+  }
+
+  void act(int who, la::action a) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.last_action = name_of(a);
+    note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " " + name_of(a) +
+         (std::holds_alternative<la::fail>(a) ? " " + std::get<la::fail>(a).ec.message() : std::string()));
+    current_ = who;
+    if (std::holds_alternative<la::take_mutex>(a)) {
+      release_guard(who);
+      return attempt(who);
+    }
+    if (std::holds_alternative<la::make_lease>(a)) return attempt(who, true);
+    if (std::holds_alternative<la::wait_for_room>(a)) {
+      rw::leases leases{.generation = c.lease_fsm->generation(), .max = semaphore_size_};
+      for (auto& [name, czxid] : c.mine) leases.names.push_back(name);
+      c.room.emplace(std::move(leases));
+      return act(who, c.room->start(room_look(who)));
+    }
+    release_guard(who);  // (granted or failed: the mutex goes)
+    if (std::holds_alternative<la::granted>(a)) return leases_granted(who);
+    drop_leases(who);
+    if (!fed_unwaited(who, std::get<la::fail>(a).ec)) begin(who);
+  }
+
+  // A fair attempt of the acquire's ended: its mutex taken, or a lease made
+  // (then known by its name); a failure takes the attempt's leases with it.
+  void fair_part_ended(int who, std::error_code ec) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    auto& fsm = *c.fsm;
+    bool mutex = fsm.who().kind != node_kind::lease;
+    if (ec) drop_leases(who);
+    else if (mutex) {
+      c.guard.emplace(fsm.node().name, fsm.generation());
+      c.guard_czxid = fsm.stat().czxid;
+      c.mutex_lost = !server_.count(fsm.node().name);  // (gone since the answers it was granted on)
+    } else {
+      c.mine.emplace_back(fsm.node().name, fsm.stat().czxid);
+    }
+    auto now = lease_look(c.session);
+    if (mutex) return act(who, c.lease_fsm->resume(la::mutex_taken{ec}, now));
+    act(who, c.lease_fsm->resume(la::lease_made{ec, fsm.generation()}, now));
+  }
+
+  void act(int who, rw::action a) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    c.last_action = std::string("room ") + name_of(a);
+    note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " room " + name_of(a) +
+         (std::holds_alternative<rw::fail>(a) ? " " + std::get<rw::fail>(a).ec.message() : std::string()));
+    current_ = who;
+    c.pending_failed = nullptr;
+    if (std::holds_alternative<rw::list>(a)) {
+      auto fails = [](std::error_code ec) -> rw::event { return rw::listed{ec}; };
+      return server_request(who, fails, [this, who, fails](std::uint32_t run) {
+        rw::listed l{.ec = {}, .children = {}, .cversion = leases_cversion_};
+        for (auto& node : listing(node_kind::lease)) l.children.push_back(node.name);
+        reply(who, run, std::move(l), fails);
+      });
+    }
+    if (std::holds_alternative<rw::sync>(a))
+      return answer(who, rw::synced{}, [](std::error_code ec) -> rw::event { return rw::synced{ec}; });
+    if (std::holds_alternative<rw::connect>(a))
+      return answer(who, rw::connected{}, [](std::error_code ec) -> rw::event { return rw::connected{ec}; });
+    if (auto* w = std::get_if<rw::watch>(&a)) {
+      // The children's watch, or the mutex's loss, whichever comes first
+      // (the latch already set: at once).
+      c.room_watching = true;
+      if (c.mutex_lost) return wake(who, c.run, rw::mutex_lost{});
+      auto fails = [](std::error_code ec) -> rw::event { return rw::changed{ec}; };
+      return server_request(who, fails, [this, who, fails, from = w->cversion](std::uint32_t run) {
+        if (from != leases_cversion_) return reply(who, run, rw::changed{}, fails);
+        leases_watches_.emplace_back(who, run);
+      });
+    }
+    auto* failed = std::get_if<rw::fail>(&a);
+    if (failed) drop_leases(who);  // (before what follows is decided)
+    act(who, c.lease_fsm->resume(la::room_ended{failed ? failed->ec : std::error_code{}, c.mutex_lost},
+                                 lease_look(c.session)));
+  }
+
+  // The leases' children changed: their watches fire.
+  void leases_changed() {
+    ++leases_cversion_;
+    for (auto [who, run] : std::exchange(leases_watches_, {})) {
+      note("children watch of c" + std::to_string(who) + " fires");
+      auto& c = contenders_[static_cast<std::size_t>(who)];
+      reply(who, run, rw::changed{}, nullptr);
+      sessions_[c.session].inbox.back().answer = false;  // (an event: it waits for the connection, in no order)
+      if (c.run == run) c.pending_failed = nullptr;      // (answered: an expiry does not fail it again)
+    }
+  }
+  // The node `name` (the incarnation `czxid`) went: a semaphore's mutex
+  // held by an attempt is lost (its hold's lost signal sets the latch, and
+  // a wait for room that watches learns it).
+  void mutex_gone(const std::string& name, std::int64_t czxid) {
+    for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
+      auto& c = contenders_[static_cast<std::size_t>(i)];
+      if (!c.guard || c.guard->first != name || c.guard_czxid != czxid || c.mutex_lost) continue;
+      if (o_.plant_skip_own_check) continue;  // the planted fault: never told
+      c.mutex_lost = true;
+      if (c.room_watching) wake(i, c.run, rw::mutex_lost{});
+    }
+  }
+  // The mutex an attempt holds, released (deleted in the background); its
+  // wait for room is over.
+  void release_guard(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (auto guard = std::exchange(c.guard, std::nullopt)) delete_held(c.session, guard->first, guard->second);
+    c.mutex_lost = c.room_watching = false;
+    c.room.reset();
+  }
+  // The attempt's (or the holder's) lease nodes go.
+  void drop_leases(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    for (auto& [name, czxid] : std::exchange(c.mine, {})) delete_held(c.session, name, c.lease_fsm->generation());
+  }
+  // Stopped (the deadline, a cancellation): what runs stops, its node goes;
+  // the attempt's leases go, and its mutex.
+  void stop_leases(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.fsm && !c.fsm->finished()) {
+      c.fsm->abort();
+      remove_attempt_node(who);
+    }
+    ++c.run;
+    release_guard(who);
+    drop_leases(who);
+    c.lease_fsm.reset();
+    begin(who);
+  }
+  // A grant of the attempt's leases: decided on answers made while each
+  // was on the server, in its session.
+  void leases_granted(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    ++r_.grants;
+    for (auto& [name, czxid] : c.mine)
+      if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
+        return fail("c" + std::to_string(who) + " granted its lease " + name + " on answers made after it was deleted");
+    c.holding = true;
+    c.hold_steps = 1 + pick(20);
+  }
+  // Of the leases held whose nodes are on the server, in their holder's
+  // session: at most the semaphore's size; one holder of its mutex; one
+  // wait for room that watches unaware that its mutex is lost (two would
+  // count each other's leases, and might wait for ever).
+  void check_leases() {
+    std::size_t held = 0, guards = 0, unaware = 0;
+    for (auto& c : contenders_) {
+      auto on_server = [&](const std::string& name, std::int64_t czxid) {
+        auto it = server_.find(name);
+        return it != server_.end() && it->second.czxid == czxid && it->second.owner == sessions_[c.session].id;
+      };
+      if (c.holding)
+        for (auto& [name, czxid] : c.mine) held += on_server(name, czxid);
+      if (c.guard && on_server(c.guard->first, c.guard_czxid)) ++guards;
+      unaware += c.room_watching && !c.mutex_lost;
+    }
+    if (unaware > 1) fail(std::to_string(unaware) + " waits for room, each unaware that its mutex may be lost");
+    if (held > semaphore_size_)
+      fail(std::to_string(held) + " leases held of a semaphore of " + std::to_string(semaphore_size_));
+    if (guards > 1) fail(std::to_string(guards) + " holders of the semaphore's mutex");
+  }
+
   // --------------------------------------------- the in-process handoff
   // A local_mutex's lock objects, one a session, each with its local run
   // (engine.hpp's local_run): the harness plays acquire_op's part
@@ -766,6 +991,7 @@ class simulation final : public acquire_world {
   void attempt_ended(int who, std::error_code ec) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     if (ec) remove_attempt_node(who);
+    if (c.lease_fsm) return fair_part_ended(who, ec);
     act(who, c.flow->resume(af::attempt_ended{ec, c.fsm->generation()}, flow_look(c.session)));
   }
   // acquire_op's stop_with: a wait in the run leaves its line; an attempt
@@ -849,7 +1075,7 @@ class simulation final : public acquire_world {
   // the holder's lost signal tells it then.)
   void granted(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    if (c.flow) return attempt_ended(who, {});
+    if (c.flow || c.lease_fsm) return attempt_ended(who, {});
     hold(who, c.fsm->node().name, c.fsm->stat().czxid);
   }
   // The grant of the node `name`, the incarnation `czxid`; its fencing
@@ -886,6 +1112,7 @@ class simulation final : public acquire_world {
   // session: the others are lost, and told), a writer alone, readers
   // beside readers.
   void check_holders() {
+    if (o_.queue == options::recipe::semaphore) return check_leases();
     int writers = 0, readers = 0;
     for (auto& c : contenders_)
       if (c.holding && holds_on_server(c)) (c.kind == node_kind::read ? readers : writers)++;
@@ -897,7 +1124,8 @@ class simulation final : public acquire_world {
   // did not wait for (a broken promise of the runner's).
   void failed(int who, std::error_code ec) {
     if (fed_unwaited(who, ec)) return;
-    if (contenders_[static_cast<std::size_t>(who)].flow) return attempt_ended(who, ec);
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.flow || c.lease_fsm) return attempt_ended(who, ec);
     ended(who);
   }
   bool fed_unwaited(int who, std::error_code ec) {
@@ -949,6 +1177,10 @@ class simulation final : public acquire_world {
       give_back(h);
       return begin(who);
     }
+    if (c.lease_fsm) {
+      drop_leases(who);
+      return begin(who);
+    }
     delete_held(c.session, c.held_node, c.fsm->generation());
     begin(who);
   }
@@ -997,6 +1229,10 @@ class simulation final : public acquire_world {
     c.decided_at = std::max(c.decided_at, d.produced_at);
     note("c" + std::to_string(d.contender) + " <- " + name_of(d.event) + error_in(d.event));
     if (auto* flow = std::get_if<af::event>(&d.event)) return act(d.contender, c.flow->resume(*flow, flow_look(s)));
+    if (auto* room = std::get_if<rw::event>(&d.event)) {
+      c.room_watching = false;
+      return act(d.contender, c.room->resume(*room, room_look(d.contender)));
+    }
     auto* fair = std::get_if<fa::event>(&d.event);
     if (!fair) return act(d.contender, c.race->resume(std::get<ra::event>(d.event), race_look(s)));
     if (auto* created = std::get_if<fa::created_and_listed>(fair); created && !created->create_ec) {
@@ -1044,6 +1280,7 @@ class simulation final : public acquire_world {
         if (c.holding) {
           c.holding = false;  // lost with its session (its node went; the run's lead goes on)
           if (auto h = std::exchange(c.run_held, nullptr)) give_back(h);
+          if (c.lease_fsm) drop_leases(i);
           begin(i);
           continue;
         }
@@ -1078,6 +1315,7 @@ class simulation final : public acquire_world {
     ss.expired = true;
     for (auto it = watches_.begin(); it != watches_.end();)
       it = contenders_[static_cast<std::size_t>(it->second.who)].session == s ? watches_.erase(it) : std::next(it);
+    std::erase_if(leases_watches_, [&](auto& w) { return contenders_[static_cast<std::size_t>(w.first)].session == s; });
     std::vector<std::string> theirs;
     for (auto& [name, n] : server_)
       if (n.owner == ss.id) theirs.push_back(name);
@@ -1098,6 +1336,7 @@ class simulation final : public acquire_world {
     note("c" + std::to_string(who) + " stopped");
     auto& c = contenders_[static_cast<std::size_t>(who)];
     if (c.flow) return stop_flow(who);
+    if (c.lease_fsm) return stop_leases(who);
     if (c.fsm) c.fsm->abort();
     ++c.run;
     ended(who);
@@ -1140,6 +1379,11 @@ class simulation final : public acquire_world {
   std::uint64_t uuids_ = 0;
   std::pair<std::int64_t, std::uint64_t> last_token_{}, last_write_token_{};
   std::map<int, local_run_model> runs_;  // a local_mutex's, by its lock object (one a session)
+  // A semaphore's size, its leases path's cversion, and the children's
+  // watches set on it (who, its attempt).
+  std::size_t semaphore_size_ = 0;
+  std::int32_t leases_cversion_ = 0;
+  std::vector<std::pair<int, std::uint32_t>> leases_watches_;
   int current_ = 0;
 };
 
@@ -1155,6 +1399,7 @@ constexpr std::pair<options::recipe, std::string_view> recipe_names[] = {
     {options::recipe::race_mutex, "race_mutex"},
     {options::recipe::race_election, "race_election"},
     {options::recipe::local_mutex, "local_mutex"},
+    {options::recipe::semaphore, "semaphore"},
 };
 }  // namespace
 

@@ -1,7 +1,9 @@
 // A deterministic simulation of the fair queue's contenders (the state
-// machine of src/recipes/fair_acquire.hpp, the real code), or of the race
-// recipes' (src/recipes/race_acquire.hpp), against a small model of a
-// ZooKeeper server, driven by a seeded random schedule.
+// machine of src/recipes/fair_acquire.hpp, the real code), of the race
+// recipes' (src/recipes/race_acquire.hpp), of a local_mutex's
+// (acquire_flow.hpp) or a semaphore's (lease_acquire.hpp, room_wait.hpp),
+// against a small model of a ZooKeeper server, driven by a seeded random
+// schedule.
 //
 // The model: one lock path; EPHEMERAL_SEQUENTIAL nodes with czxids; sessions
 // with ids, a connection that drops and comes back, and expiry (which
@@ -36,6 +38,16 @@
 // passed on. What is handed over reaches its waiter a step later, when it
 // may have stopped: its flow then says pass_on, and it goes on.
 //
+// The semaphore (of N leases, 2..4 by the seed; each contender asks for
+// 1..N): lease_acquire around fair_acquire's attempts (the semaphore's
+// mutex, then each lease node, create_only) and room_wait. The leases'
+// nodes are a second path's children (listed apart; a cversion, children
+// watches that fire on any change of them); the harness plays
+// engine_leases.cpp: the mutex released once the attempt ends, a failed
+// attempt's leases deleted before what follows is decided, and the
+// mutex's loss (its node deleted, its session expired) latched for
+// room_wait's look and told to a wait that watches.
+//
 // After every step it checks the guarantees: a contender is granted only
 // when its node is on the server, of its session, with no node ahead of it
 // that blocks it (a writer alone, readers beside readers; one holder of a
@@ -46,7 +58,10 @@
 // tokens (its node's czxid, then the hand-overs) increase in grant order;
 // and at the end, once the faults stop, every contender has ended (none
 // hangs), no node is left but the holders', which release, and no lock
-// object's run is led by nobody (a fresh acquire leads it).
+// object's run is led by nobody (a fresh acquire leads it); a semaphore's
+// leases held on the server are at most N, a grant's leases were on the
+// server in its session, its mutex has one holder on the server, and at
+// most one wait for room watches unaware that its mutex is lost.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +85,9 @@ struct options {
   // election's candidates.
   // Or a local_mutex: a mutex whose lock objects (one a session) hand the
   // lock over in memory (acquire_flow.hpp's local run).
-  enum class recipe { shared_mutex, mutex, election, race_mutex, race_election, local_mutex } queue = recipe::shared_mutex;
+  // Or a semaphore's contenders asking for 1..N leases (N: 2..4, by the seed).
+  enum class recipe { shared_mutex, mutex, election, race_mutex, race_election, local_mutex, semaphore } queue =
+      recipe::shared_mutex;
   // A planted fault, to show the checks catch one: the harness answers the
   // check of a waiter's own node with "there" whatever the server says (a
   // grant without the own-node check); in a race, the look-up of the node

@@ -1,5 +1,6 @@
 // The deterministic simulation (tests/sim/simulation.hpp): the fair queue's
-// state machine and the race recipes', the real code, against a model of
+// state machine, the race recipes', the in-process handoff's and the
+// semaphore's, the real code, against a model of
 // the server under random schedules of faults, for thousands of seeds; and
 // shown to catch a planted fault. zkasio-sim runs a million (README,
 // Reliability).
@@ -66,6 +67,10 @@ TEST_CASE("the simulation: 3,000 seeds of a local_mutex's lock objects handing t
   CHECK(grants_in(options::recipe::local_mutex, 3'000) > 15'000);
 }
 
+TEST_CASE("the simulation: 3,000 seeds of a semaphore's contenders, each asking for 1..N leases") {
+  CHECK(grants_in(options::recipe::semaphore, 3'000) > 15'000);
+}
+
 TEST_CASE("the simulation catches a planted fault: a grant without the check of the waiter's own node") {
   CHECK(planted_fault_caught(options::recipe::shared_mutex));
 }
@@ -79,4 +84,8 @@ TEST_CASE("the simulation catches a planted fault in a race: a look-up of the no
 
 TEST_CASE("the simulation catches a planted fault in the local run: a hand-over to a stopped acquire dropped") {
   CHECK(planted_fault_caught(options::recipe::local_mutex));
+}
+
+TEST_CASE("the simulation catches a planted fault in a semaphore: a wait for room never told its mutex is lost") {
+  CHECK(planted_fault_caught(options::recipe::semaphore));
 }
