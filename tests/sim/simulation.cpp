@@ -32,9 +32,9 @@ using af = acquire_flow;
 using la = lease_acquire;
 using rw = room_wait;
 // What the model delivers to a contender: its recipe's machine's event (a
-// local_mutex's acquire_flow waits for the connection; its attempts, and a
-// semaphore's mutex and lease nodes, are
-// fair_acquire's; a semaphore's wait for room is room_wait's).
+// local_mutex's acquire_flow waits for the connection, its attempts are
+// fair_acquire's; so are a semaphore's mutex and lease nodes, and its wait
+// for room is room_wait's).
 using event = std::variant<fa::event, ra::event, af::event, rw::event>;
 
 // The race recipes' node: the lock path itself.
@@ -472,7 +472,7 @@ class simulation final : public acquire_world {
   // lease: created only, the wait for room decides).
   void attempt(int who, bool lease = false) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    ++c.run;  // (a local_mutex's flow may make several)
+    ++c.run;  // (a local_mutex's flow, a semaphore's acquire make several)
     current_ = who;
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-0000-4000-8000-%012llx", static_cast<unsigned>(who),
