@@ -950,8 +950,10 @@ class simulation final : public acquire_world {
          (std::holds_alternative<af::fail>(a) ? " " + std::get<af::fail>(a).ec.message() : std::string()));
     current_ = who;
     c.pending_failed = nullptr;
-    if (auto* next = std::get_if<af::attempt>(&a)) {
-      if (next->take_lead) run.active = c.leads = true;
+    if (std::holds_alternative<af::attempt>(a)) {
+      // The flow leads and nothing was handed over: the idle run's lead
+      // (acquire_op's follow_lead).
+      if (c.flow->leads() && !c.leads) run.active = c.leads = true;
       return attempt(who);
     }
     if (std::holds_alternative<af::wait_in_run>(a)) {
