@@ -179,6 +179,7 @@ int drive(const driver_options& o) {
 
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
+  std::vector<final_try> final_tries;
   int orphans = 0, bad_lines = 0;
   for (int w = 0; w < o.workers; ++w) {
     worker_log log;
@@ -186,11 +187,16 @@ int drive(const driver_options& o) {
     for (std::string line; std::getline(in, line);) parse_line(line, log);
     holds.insert(holds.end(), log.holds.begin(), log.holds.end());
     acquires.insert(acquires.end(), log.acquires.begin(), log.acquires.end());
+    final_tries.insert(final_tries.end(), log.final_tries.begin(), log.final_tries.end());
     orphans += log.orphans ? std::max(*log.orphans, 0) : 0;
     if (!log.orphans || *log.orphans < 0) ++crashes;  // it never counted them: it did not end well
     bad_lines += static_cast<int>(log.bad_lines.size());
   }
-  auto v = judge(holds, acquires, faults.pauses(), std::chrono::nanoseconds(1s).count());
+  auto v = judge(holds, acquires, faults.pauses(), std::chrono::nanoseconds(1s).count(), final_tries,
+                 std::chrono::nanoseconds(stop_at.time_since_epoch()).count());
+  std::ostringstream by_recipe_json;
+  for (auto& [recipe_name, n] : v.acquisitions_by_recipe)
+    by_recipe_json << (by_recipe_json.tellp() > 0 ? ", " : "") << '"' << recipe_name << "\": " << n;
 
   std::map<std::string, std::size_t> by_kind;
   std::size_t injected = 0;
@@ -207,22 +213,23 @@ int drive(const driver_options& o) {
   json << "{\"seed\": " << o.seed << ", \"seconds\": " << o.seconds << ", \"workers\": " << o.workers
        << ", \"coroutines\": " << o.coroutines << ", \"locks\": " << o.locks << ", \"acquisitions\": " << v.acquisitions
        << ", \"acquire_failures\": " << v.acquire_failures << ", \"long_holds\": " << v.long_holds
+       << ", \"acquisitions_by_recipe\": {" << by_recipe_json.str() << "}"
        << ", \"lost_signals\": " << v.lost_signals
        << ", \"holds_cut_by_pause\": " << v.holds_cut_by_pause << ", \"faults\": {" << faults_json.str() << "}"
        << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order
-       << ", \"late_acquires\": " << v.late_acquires << ", \"nodes_left\": " << (left < 0 ? 1 : left)
+       << ", \"late_acquires\": " << v.late_acquires << ", \"wedged_locks\": " << v.wedged_locks << ", \"nodes_left\": " << (left < 0 ? 1 : left)
        << ", \"orphans\": " << orphans << ", \"crashes\": " << crashes << ", \"unreadable_log_lines\": " << bad_lines
        << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
             << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
             << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
             << ", tokens out of order " << v.tokens_out_of_order << ", late acquires " << v.late_acquires
-            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes
+            << ", wedged locks " << v.wedged_locks            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes
             << ", unreadable log lines " << bad_lines << '\n';
   for (auto& e : v.examples) std::cout << "  " << e << '\n';
   std::cout << json.str() << std::endl;
   if (!o.json.empty()) std::ofstream(o.json) << json.str() << '\n';
-  bool clean = v.overlaps == 0 && v.tokens_out_of_order == 0 && v.late_acquires == 0 && left == 0 && orphans == 0 &&
+  bool clean = v.overlaps == 0 && v.tokens_out_of_order == 0 && v.late_acquires == 0 && v.wedged_locks == 0 && left == 0 && orphans == 0 &&
                crashes == 0 && bad_lines == 0;
   if (o.seconds >= 60 && !every_kind) {
     std::cout << "not every kind of fault was injected" << std::endl;

@@ -7,11 +7,35 @@
 
 namespace zkasio::chaos {
 
+namespace {
+constexpr recipe all_recipes[] = {recipe::mutex,         recipe::handoff_mutex, recipe::race_mutex, recipe::election_fair,
+                                  recipe::election_race, recipe::shared_mutex,  recipe::semaphore};
+}  // namespace
+
+std::string_view name(recipe r) {
+  switch (r) {
+    case recipe::mutex: return "mutex";
+    case recipe::handoff_mutex: return "handoff_mutex";
+    case recipe::race_mutex: return "race_mutex";
+    case recipe::election_fair: return "election_fair";
+    case recipe::election_race: return "election_race";
+    case recipe::shared_mutex: return "shared_mutex";
+    case recipe::semaphore: return "semaphore";
+  }
+  return "?";
+}
+
 std::string format(const hold_record& h) {
   std::ostringstream out;
   out << "hold " << h.worker << ' ' << h.lock << ' ' << h.grant << ' ' << h.end << ' ' << h.token << ' '
-      << (h.lost ? 1 : 0);
+      << (h.lost ? 1 : 0) << ' ' << name(h.kind) << ' ' << (h.reader ? "read" : "write") << ' ' << h.leases << ' '
+      << h.capacity;
   return out.str();
+}
+
+std::string format(const final_try& f) {
+  return "final " + std::to_string(f.worker) + ' ' + std::to_string(f.lock) + ' ' +
+         (f.granted ? "granted" : "refused");
 }
 
 std::string format(const acquire_record& a) {
@@ -25,15 +49,26 @@ std::string format(const acquire_record& a) {
 
 void parse_line(std::string_view line, worker_log& log) {
   std::istringstream in{std::string(line)};
-  std::string kind, end, extra;
+  std::string kind, end, extra, recipe_name, mode, outcome;
   hold_record h;
   acquire_record a;
+  final_try f;
   int lost = 0, orphans = 0;
   bool read = false;
   in >> kind;
   if (kind == "hold") {
-    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> lost) && (lost == 0 || lost == 1);
+    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> lost >> recipe_name >> mode >>
+                             h.leases >> h.capacity) &&
+           (lost == 0 || lost == 1) && (mode == "read" || mode == "write");
     h.lost = lost == 1;
+    h.reader = mode == "read";
+    auto known = std::find_if(std::begin(all_recipes), std::end(all_recipes),
+                              [&](recipe r) { return name(r) == recipe_name; });
+    read = read && known != std::end(all_recipes);
+    if (read) h.kind = *known;
+  } else if (kind == "final") {
+    read = static_cast<bool>(in >> f.worker >> f.lock >> outcome) && (outcome == "granted" || outcome == "refused");
+    f.granted = outcome == "granted";
   } else if (kind == "acquire") {
     read = static_cast<bool>(in >> a.worker >> a.lock >> a.start >> end >> a.deadline >> a.result);
     if (read && end != "-") {
@@ -50,6 +85,7 @@ void parse_line(std::string_view line, worker_log& log) {
   }
   if (kind == "hold") log.holds.push_back(h);
   if (kind == "acquire") log.acquires.push_back(a);
+  if (kind == "final") log.final_tries.push_back(f);
   if (kind == "orphans") log.orphans = orphans;
 }
 
@@ -64,14 +100,42 @@ void example(verdict& v, const std::string& what) {
   if (v.examples.size() < 10) v.examples.push_back(what);
 }
 
+// Each recipe's rule: may `next` be granted while `held` (the holds of its
+// lock object not yet ended) are held?
+bool one_at_a_time(const std::vector<const hold_record*>& held, const hold_record&) { return held.empty(); }
+
+bool writers_alone_readers_together(const std::vector<const hold_record*>& held, const hold_record& next) {
+  return std::all_of(held.begin(), held.end(), [&](auto* h) { return h->reader && next.reader; });
+}
+
+bool at_most_capacity_leases(const std::vector<const hold_record*>& held, const hold_record& next) {
+  int leases = next.leases;
+  for (auto* h : held) leases += h->leases;
+  return leases <= next.capacity;
+}
+
+bool admits(const std::vector<const hold_record*>& held, const hold_record& next) {
+  switch (next.kind) {
+    case recipe::shared_mutex: return writers_alone_readers_together(held, next);
+    case recipe::semaphore: return at_most_capacity_leases(held, next);
+    default: return one_at_a_time(held, next);
+  }
+}
+
+// The recipes whose fencing token rises with every grant (an election's with
+// every term); a semaphore's and a shared_mutex's holders share the lock.
+bool tokens_rise(recipe r) { return r != recipe::semaphore && r != recipe::shared_mutex; }
+
 }  // namespace
 
 verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_record>& acquires,
-              const std::vector<pause_window>& pauses, ns grace) {
+              const std::vector<pause_window>& pauses, ns grace, const std::vector<final_try>& final_tries,
+              ns faults_end) {
   verdict v;
   std::map<int, std::vector<hold_record>> by_lock;
   for (auto h : holds) {
     ++v.acquisitions;
+    ++v.acquisitions_by_recipe[std::string(name(h.kind))];
     v.lost_signals += h.lost;
     v.long_holds += h.end - h.grant > 1'000'000'000;
     // A process paused while it held: nothing it did after the pause began
@@ -85,24 +149,32 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
   }
   for (auto& [lock, list] : by_lock) {
     std::sort(list.begin(), list.end(), [](auto& a, auto& b) { return a.grant < b.grant; });
-    const hold_record* latest_end = nullptr;  // of the holds before, the one that ended last
+    std::vector<const hold_record*> held;  // the holds before that had not ended at this grant
     for (std::size_t i = 0; i < list.size(); ++i) {
       auto& h = list[i];
-      if (latest_end && h.grant < latest_end->end) {
+      std::erase_if(held, [&](auto* earlier) { return earlier->end <= h.grant; });
+      if (!admits(held, h)) {
         ++v.overlaps;
-        example(v, "lock " + std::to_string(lock) + ": " + format(h) + " began before " + format(*latest_end) +
-                       " ended");
+        example(v, "lock " + std::to_string(lock) + ": " + format(h) + " began beside " +
+                       std::to_string(held.size()) + " holds" + (held.empty() ? "" : ", one " + format(*held.front())));
       }
-      if (i > 0 && h.token <= list[i - 1].token) {
+      if (i > 0 && tokens_rise(h.kind) && h.token <= list[i - 1].token) {
         ++v.tokens_out_of_order;
         example(v, "lock " + std::to_string(lock) + ": token of " + format(h) + " not above " + format(list[i - 1]));
       }
-      if (!latest_end || h.end > latest_end->end) latest_end = &h;
+      held.push_back(&h);
     }
   }
+  for (auto& f : final_tries)
+    if (!f.granted) {
+      ++v.wedged_locks;
+      example(v, "a free lock not granted: " + format(f));
+    }
   for (auto& a : acquires) {
     if (a.result != "ok") ++v.acquire_failures;
-    bool late = !a.end || (*a.end > a.deadline + grace && !paused_within(pauses, a.worker, a.start, *a.end));
+    // Without a deadline, an acquire must complete once the faults stop.
+    ns due = (a.deadline < 0 ? faults_end : a.deadline) + grace;
+    bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
     if (late) {
       ++v.late_acquires;
       example(v, (a.end ? "late: " : "never completed: ") + format(a));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,11 @@ namespace zkasio::chaos {
 // every process of the machine, so the workers' intervals compare.
 using ns = std::int64_t;
 
+// The recipe a hold was granted by: it picks the rule that the holds of one
+// lock object must keep together, and whether its tokens must rise.
+enum class recipe { mutex, handoff_mutex, race_mutex, election_fair, election_race, shared_mutex, semaphore };
+std::string_view name(recipe r);
+
 // A holder's interval: from its grant to the earlier of its release (the
 // moment it began) and its lost signal.
 struct hold_record {
@@ -25,6 +31,18 @@ struct hold_record {
   ns end = 0;
   std::int64_t token = 0;  // the fencing token
   bool lost = false;       // ended by the lost signal
+  recipe kind = recipe::mutex;
+  bool reader = false;  // shared_mutex: a shared (read) hold
+  int leases = 1;       // semaphore: the leases this hold counts
+  int capacity = 1;     // semaphore: N, the most leases held at once
+};
+
+// After the faults stopped, a worker's last try of one of its lock objects:
+// a free lock must be granted.
+struct final_try {
+  int worker = 0;
+  int lock = 0;
+  bool granted = false;
 };
 
 // An acquire: when it started and completed (nullopt: it never did, the
@@ -47,17 +65,20 @@ struct pause_window {
 };
 
 // One worker's log, a line per record:
-//   hold WORKER LOCK GRANT END TOKEN LOST(0|1)
-//   acquire WORKER LOCK START END|- DEADLINE RESULT
+//   hold WORKER LOCK GRANT END TOKEN LOST(0|1) RECIPE read|write LEASES CAPACITY
+//   acquire WORKER LOCK START END|- DEADLINE RESULT   (DEADLINE -1: none)
+//   final WORKER LOCK granted|refused
 //   orphans WORKER COUNT     (nodes of its live session left after its last release)
 struct worker_log {
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
+  std::vector<final_try> final_tries;
   std::optional<int> orphans;  // nullopt: the worker never got to count them
   std::vector<std::string> bad_lines;
 };
 std::string format(const hold_record& h);
 std::string format(const acquire_record& a);
+std::string format(const final_try& f);
 // Adds what `line` records to `log` (a line it cannot read goes to bad_lines).
 void parse_line(std::string_view line, worker_log& log);
 
@@ -74,13 +95,17 @@ struct verdict {
   std::size_t overlaps = 0;             // two holders of one lock at once
   std::size_t tokens_out_of_order = 0;  // a later grant of a lock with a token not greater
   std::size_t late_acquires = 0;        // neither completed nor failed by deadline + grace
+  std::size_t wedged_locks = 0;         // a final try not granted
+  std::map<std::string, std::size_t, std::less<>> acquisitions_by_recipe;
   std::vector<std::string> examples;    // the first few of those, described
 };
 
 // Judges the records of every worker. `grace`: how late past its deadline an
-// acquire may complete (the scheduling of a loaded machine). An acquire or a
+// acquire may complete (the scheduling of a loaded machine); an acquire
+// without a deadline must complete by `faults_end` + grace. An acquire or a
 // hold during which its worker was paused is judged with the pause in mind.
 verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_record>& acquires,
-              const std::vector<pause_window>& pauses, ns grace);
+              const std::vector<pause_window>& pauses, ns grace, const std::vector<final_try>& final_tries = {},
+              ns faults_end = 0);
 
 }  // namespace zkasio::chaos

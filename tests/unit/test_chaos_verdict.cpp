@@ -1,6 +1,8 @@
 // The chaos suite's verdict (tests/chaos/verdict.hpp) on records made up to
-// break each rule: it must see two holders at once, tokens out of order and
-// late or lost acquires, and must excuse what a process pause explains.
+// break each rule: it must see two holders at once (by each recipe's rule:
+// writers alone, readers together, at most N leases, one leader), tokens out
+// of order, late, hung or lost acquires and wedged lock objects, and must
+// excuse what a process pause explains.
 #include <doctest/doctest.h>
 
 #include "chaos/verdict.hpp"
@@ -65,24 +67,93 @@ TEST_CASE("an acquire completing past its deadline and the grace, or never, is l
   CHECK(v.acquire_failures == 4);
 }
 
+namespace {
+hold_record shared_hold(int worker, ns grant, ns end, bool reader) {
+  return {worker, 0, grant, end, 0, false, recipe::shared_mutex, reader};
+}
+hold_record leases_hold(int worker, ns grant, ns end, int leases, int capacity) {
+  return {worker, 0, grant, end, 0, false, recipe::semaphore, false, leases, capacity};
+}
+}  // namespace
+
+TEST_CASE("shared_mutex: readers together are legal; two writers, or a writer beside a reader, overlap") {
+  CHECK(judge({shared_hold(0, 0, 100 * ms, true), shared_hold(1, 10 * ms, 90 * ms, true)}, {}, {}, grace).overlaps == 0);
+  CHECK(judge({shared_hold(0, 0, 100 * ms, false), shared_hold(1, 10 * ms, 90 * ms, false)}, {}, {}, grace).overlaps ==
+        1);
+  CHECK(judge({shared_hold(0, 0, 100 * ms, true), shared_hold(1, 10 * ms, 90 * ms, false)}, {}, {}, grace).overlaps == 1);
+  CHECK(judge({shared_hold(0, 0, 100 * ms, false), shared_hold(1, 10 * ms, 90 * ms, true)}, {}, {}, grace).overlaps == 1);
+  // Their tokens need not rise: holders share the lock.
+  CHECK(judge({shared_hold(0, 0, 100 * ms, true), shared_hold(1, 10 * ms, 90 * ms, true)}, {}, {}, grace)
+            .tokens_out_of_order == 0);
+}
+
+TEST_CASE("semaphore: N leases at once are legal, N + 1 overlap") {
+  std::vector<hold_record> three_of_three{leases_hold(0, 0, 100 * ms, 2, 3), leases_hold(1, 10 * ms, 90 * ms, 1, 3)};
+  CHECK(judge(three_of_three, {}, {}, grace).overlaps == 0);
+  auto four_of_three = three_of_three;
+  four_of_three.push_back(leases_hold(2, 20 * ms, 30 * ms, 1, 3));
+  CHECK(judge(four_of_three, {}, {}, grace).overlaps == 1);
+  // A lease freed makes room again.
+  three_of_three.push_back(leases_hold(2, 95 * ms, 120 * ms, 1, 3));
+  CHECK(judge(three_of_three, {}, {}, grace).overlaps == 0);
+}
+
+TEST_CASE("election: two leaders at once overlap; each term's token must rise") {
+  std::vector<hold_record> terms{{0, 0, 0, 100 * ms, 4, false, recipe::election_fair},
+                                 {1, 0, 50 * ms, 150 * ms, 5, false, recipe::election_fair},
+                                 {2, 0, 200 * ms, 300 * ms, 5, false, recipe::election_fair}};
+  auto v = judge(terms, {}, {}, grace);
+  CHECK(v.overlaps == 1);
+  CHECK(v.tokens_out_of_order == 1);
+  CHECK(v.acquisitions_by_recipe.at("election_fair") == 3);
+}
+
+TEST_CASE("an acquire without a deadline must complete once the faults stop: else it hung") {
+  constexpr ns faults_end = 60'000 * ms;
+  std::vector<acquire_record> acquires{
+      {0, 0, 0, 60'500 * ms, -1, "ok"},          // completed within the grace after the faults
+      {1, 0, 0, 62'000 * ms, -1, "ok"},          // hung past it
+      {2, 0, 0, std::nullopt, -1, "pending"},    // never completed
+  };
+  CHECK(judge({}, acquires, {}, grace, {}, faults_end).late_acquires == 2);
+}
+
+TEST_CASE("a free lock object not granted at the last try is wedged") {
+  std::vector<final_try> tries{{0, 0, true}, {0, 1, false}, {1, 0, true}};
+  auto v = judge({}, {}, {}, grace, tries);
+  CHECK(v.wedged_locks == 1);
+  CHECK(v.examples.size() == 1);
+}
+
 TEST_CASE("log lines read back as written; a line it cannot read is set apart") {
   worker_log log;
-  hold_record h{2, 1, 123, 456, 789, true};
+  hold_record h{2, 1, 123, 456, 789, true, recipe::semaphore, false, 2, 3};
+  hold_record reader{1, 0, 1, 2, 3, false, recipe::shared_mutex, true};
   acquire_record a{2, 1, 100, 200, 300, "ok"}, pending{3, 0, 100, std::nullopt, 300, "pending"};
   parse_line(format(h), log);
+  parse_line(format(reader), log);
+  parse_line(format(final_try{2, 1, false}), log);
   parse_line(format(a), log);
   parse_line(format(pending), log);
   parse_line("orphans 2 0", log);
   parse_line("hold 1 2 3", log);
   parse_line("acquire 1 2 3 4x 5 ok", log);
-  parse_line("hold 1 2 3 4 5 0 extra", log);
+  parse_line("hold 1 2 3 4 5 0 mutex write 1 1 extra", log);
+  parse_line("hold 1 2 3 4 5 0 unknown_recipe write 1 1", log);
+  parse_line("final 1 2 maybe", log);
   parse_line("something else", log);
-  REQUIRE(log.holds.size() == 1);
+  REQUIRE(log.holds.size() == 2);
   CHECK(log.holds[0].token == 789);
   CHECK(log.holds[0].lost);
+  CHECK(log.holds[0].kind == recipe::semaphore);
+  CHECK(log.holds[0].leases == 2);
+  CHECK(log.holds[0].capacity == 3);
+  CHECK(log.holds[1].reader);
+  REQUIRE(log.final_tries.size() == 1);
+  CHECK_FALSE(log.final_tries[0].granted);
   REQUIRE(log.acquires.size() == 2);
   CHECK(log.acquires[0].end == 200);
   CHECK_FALSE(log.acquires[1].end);
   CHECK(log.orphans == 0);
-  CHECK(log.bad_lines.size() == 4);
+  CHECK(log.bad_lines.size() == 6);
 }
