@@ -214,14 +214,14 @@ int drive(const driver_options& o) {
        << ", \"coroutines\": " << o.coroutines << ", \"locks\": " << o.locks << ", \"acquisitions\": " << v.acquisitions
        << ", \"acquire_failures\": " << v.acquire_failures << ", \"long_holds\": " << v.long_holds
        << ", \"acquisitions_by_recipe\": {" << by_recipe_json.str() << "}"
-       << ", \"lost_signals\": " << v.lost_signals
+       << ", \"final_tries\": " << final_tries.size() << ", \"lost_signals\": " << v.lost_signals
        << ", \"holds_cut_by_pause\": " << v.holds_cut_by_pause << ", \"faults\": {" << faults_json.str() << "}"
        << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order
        << ", \"late_acquires\": " << v.late_acquires << ", \"wedged_locks\": " << v.wedged_locks << ", \"nodes_left\": " << (left < 0 ? 1 : left)
        << ", \"orphans\": " << orphans << ", \"crashes\": " << crashes << ", \"unreadable_log_lines\": " << bad_lines
        << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
-            << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
+            << ", final tries " << final_tries.size() << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
             << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
             << ", tokens out of order " << v.tokens_out_of_order << ", late acquires " << v.late_acquires
             << ", wedged locks " << v.wedged_locks            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes

@@ -59,6 +59,9 @@ worker_options parse_worker_arguments(const std::vector<std::string>& args) {
 
 namespace {
 
+// The longest hold of the long-hold lock.
+constexpr std::chrono::milliseconds longest_hold{12000};
+
 ns now() { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The log: one write(2) per line, appended, so that a crash loses nothing written.
@@ -107,7 +110,7 @@ struct worker {
       log.write(format(a));
       if (ec) continue;
       hold_record h{o.index, which, *a.end, 0, held.fencing_token(), false};
-      if (which == o.locks) hold.expires_after(std::chrono::milliseconds(1000 + random() % 11001));
+      if (which == o.locks) hold.expires_after(std::chrono::milliseconds(1000 + random() % (longest_hold.count() - 999)));
       else hold.expires_after(std::chrono::microseconds(random() % 5001));
       co_await (hold.async_wait(as_tuple(use_awaitable)) || held.async_wait_lost(as_tuple(use_awaitable)));
       h.end = now();
@@ -115,6 +118,15 @@ struct worker {
       log.write(format(h));
       co_await held.async_release(as_tuple(use_awaitable));
     }
+  }
+
+  // After the faults stopped, each lock once more: a free lock must be
+  // granted. The last grants of the loops end by then, and a session lost to
+  // the faults has expired.
+  awaitable<void> final_try_of(int which, std::chrono::steady_clock::time_point deadline) {
+    auto [ec, held] = co_await locks[which]->async_acquire_until(deadline, as_tuple(use_awaitable));
+    log.write(format(final_try{o.index, which, !ec}));
+    if (!ec) co_await held.async_release(as_tuple(use_awaitable));
   }
 
   // The nodes of this session under the lock paths, once the background
@@ -155,8 +167,9 @@ int run_worker(const worker_options& o) {
         lock_options{.safety_margin = o.safety_margin, .data = "worker-" + std::to_string(o.index)}));
   // An acquire that hangs must not hang the worker: past the last deadline
   // (and a pause's worth), what is still in flight is written down.
-  asio::steady_timer watchdog(io, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(o.stop_at)) +
-                                      o.longest_wait + 2 * o.session_timeout + std::chrono::seconds(10));
+  auto stop_at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(o.stop_at));
+  auto final_deadline = stop_at + o.longest_wait + longest_hold + 2 * o.session_timeout + std::chrono::seconds(5);
+  asio::steady_timer watchdog(io, final_deadline + std::chrono::seconds(10));
   int status = 0;
   watchdog.async_wait([&](std::error_code ec) {
     if (ec) return;
@@ -183,6 +196,7 @@ int run_worker(const worker_options& o) {
             if (--remaining == 0) all_done.cancel();
           });
         co_await all_done.async_wait(as_tuple(use_awaitable));
+        for (int i = 0; i <= o.locks; ++i) co_await w.final_try_of(i, final_deadline);
         w.log.write("orphans " + std::to_string(o.index) + " " + std::to_string(co_await w.orphans()));
         watchdog.cancel();
         co_await s.async_close(as_tuple(use_awaitable));

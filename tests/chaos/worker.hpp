@@ -5,7 +5,8 @@
 // coroutines of the workers hold 1-12 s each, longer than a session's
 // timeout: so faults find holders mid-hold, and their lost signal must end
 // the hold before the server expires their session. every grant and acquire is
-// a line of its log (verdict.hpp). Then it counts the nodes of its session
+// a line of its log (verdict.hpp). Then it tries each lock once more (a
+// free lock must be granted: a `final` line), counts the nodes of its session
 // left under the lock paths, closes its session and exits 0.
 #pragma once
 
