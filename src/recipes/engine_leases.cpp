@@ -52,12 +52,7 @@ awaitable<std::tuple<std::error_code>> wait_for_room(std::shared_ptr<engine_stat
 std::vector<attempt> fresh_leases(const engine_state& leases, std::size_t count, bool try_once) {
   std::vector<attempt> mine;
   for (std::size_t i = 0; i < count; ++i)
-    mine.push_back({.kind = node_kind::lease,
-                    .uuid = make_uuid(),
-                    .data = leases.options.data,
-                    .one_look = try_once,
-                    .node = {},
-                    .stat = {}});
+    mine.push_back(fresh_attempt(leases, {.kind = node_kind::lease, .try_once = try_once}));
   return mine;
 }
 
