@@ -4,7 +4,12 @@
 // the numbers that must be zero (two holders at once, fencing tokens out of
 // order, acquires that outlived their deadline, nodes left, crashes).
 //
-//   zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--json FILE]
+//   zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--curator N] [--json FILE]
+//
+// Beside zkasio's workers, `--curator N` Curator workers (CuratorWorker.java,
+// 8 threads each; 1 by default, 0 for none) contend on the same lock paths
+// under the same faults; what involves them is counted apart (verdict.hpp's
+// beside_curator), not among the figures that must be zero.
 //
 // Exits 0 when every must-be-zero figure is 0 (and, in a run of 60 s or
 // more, every kind of fault was injected). `zkasio-chaos worker ...` is a
@@ -28,6 +33,7 @@
 #include "chaos/faults.hpp"
 #include "chaos/verdict.hpp"
 #include "chaos/worker.hpp"
+#include "support/java_program.hpp"
 #include "support/process.hpp"
 
 using namespace zkasio;
@@ -42,12 +48,14 @@ struct driver_options {
   int workers = 4;
   int coroutines = 25;
   int locks = 3;
+  int curator = 1;
   std::string json;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "zkasio-chaos: " << problem
-            << "\nusage: zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--json FILE]\n";
+            << "\nusage: zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--curator N] "
+               "[--json FILE]\n";
   std::exit(2);
 }
 
@@ -63,6 +71,7 @@ driver_options parse(int argc, char** argv) {
       else if (flag == "--workers") o.workers = std::stoi(value);
       else if (flag == "--coroutines") o.coroutines = std::stoi(value);
       else if (flag == "--locks") o.locks = std::stoi(value);
+      else if (flag == "--curator") o.curator = std::stoi(value);
       else if (flag == "--json") o.json = value;
       else usage("unknown option '" + flag + "'");
     } catch (const std::logic_error&) {
@@ -70,6 +79,7 @@ driver_options parse(int argc, char** argv) {
     }
   }
   if (o.seconds < 1 || o.workers < 1 || o.coroutines < 1 || o.locks < 1) usage("every count must be at least 1");
+  if (o.curator < 0) usage("--curator must not be negative");
   return o;
 }
 
@@ -129,7 +139,10 @@ int drive(const driver_options& o) {
   std::cout << "zkasio-chaos: seed " << o.seed << ", " << o.seconds << " s, " << o.workers << " workers x "
             << o.coroutines << " coroutines, " << o.locks << " locks and a long-hold lock" << std::endl;
   test::zk_servers servers(test::server_options{.servers = 3});
-  std::vector<std::vector<std::unique_ptr<test::tcp_proxy>>> proxies(static_cast<std::size_t>(o.workers));
+  std::optional<test::java_program> curator;
+  if (o.curator > 0) curator.emplace("tests/chaos/CuratorWorker.java", "CuratorWorker");
+  int everyone = o.workers + o.curator;  // zkasio's workers, then Curator's
+  std::vector<std::vector<std::unique_ptr<test::tcp_proxy>>> proxies(static_cast<std::size_t>(everyone));
   auto logs_dir = std::filesystem::path(servers.dir()) / "chaos";
   std::filesystem::create_directories(logs_dir);
   auto root = "/zkasio-chaos-" + std::to_string(getpid());
@@ -139,11 +152,13 @@ int drive(const driver_options& o) {
   base.locks = o.locks;
   base.coroutines = o.coroutines;
   base.stop_at = std::chrono::duration_cast<std::chrono::nanoseconds>(stop_at.time_since_epoch()).count();
+  std::string recipes;  // each lock's, for Curator's workers
+  for (int i = 0; i <= o.locks; ++i) recipes += (i ? "," : "") + std::string("mutex");
 
   std::vector<int> pids;
   std::vector<std::unique_ptr<test::process_guard>> guards;  // SIGKILL whatever is left, also on failure
   std::vector<std::string> logs;
-  for (int w = 0; w < o.workers; ++w) {
+  for (int w = 0; w < everyone; ++w) {
     std::string hosts;
     for (int k = 1; k <= servers.count(); ++k) {
       proxies[w].push_back(std::make_unique<test::tcp_proxy>(servers.host(k)));
@@ -157,6 +172,10 @@ int drive(const driver_options& o) {
     logs.push_back(options.log);
     std::vector<std::string> argv{self_executable(), "worker"};
     for (auto& a : worker_arguments(options)) argv.push_back(a);
+    if (w >= o.workers)
+      argv = curator->with({std::to_string(w), hosts, root, recipes, std::to_string(base.stop_at), options.log,
+                            std::to_string(options.seed), std::to_string(base.session_timeout.count()),
+                            std::to_string(base.longest_wait.count()), "8"});
     pids.push_back(test::spawn(argv));
     guards.push_back(std::make_unique<test::process_guard>(pids.back()));
   }
@@ -165,14 +184,15 @@ int drive(const driver_options& o) {
                       [&] { return holder_of(servers.hosts(), lock_path(root, o.locks)); });
   faults.run_until(stop_at);
 
-  int crashes = 0;
-  for (int w = 0; w < o.workers; ++w) {
+  int crashes = 0, curator_crashes = 0;
+  for (int w = 0; w < everyone; ++w) {
     auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(stop_at - std::chrono::steady_clock::now()) +
                  base.longest_wait + 2 * base.session_timeout + 30s;
     int status = test::wait_child(pids[w], limit);
     if (status != 0) {
-      ++crashes;
-      std::cout << "worker " << w << " exited with status " << status << std::endl;
+      ++(w < o.workers ? crashes : curator_crashes);
+      std::cout << (w < o.workers ? "worker " : "Curator worker ") << w << " exited with status " << status
+                << std::endl;
     }
   }
   int left = nodes_left(servers.hosts(), root, o.locks);
@@ -180,16 +200,21 @@ int drive(const driver_options& o) {
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
   std::vector<final_try> final_tries;
-  int orphans = 0, bad_lines = 0;
-  for (int w = 0; w < o.workers; ++w) {
+  int orphans = 0, curator_orphans = 0, bad_lines = 0;
+  for (int w = 0; w < everyone; ++w) {
     worker_log log;
     std::ifstream in(logs[w]);
     for (std::string line; std::getline(in, line);) parse_line(line, log);
+    bool by_curator = w >= o.workers;
+    for (auto& h : log.holds) h.curator = by_curator;
+    for (auto& a : log.acquires) a.curator = by_curator;
+    for (auto& f : log.final_tries) f.curator = by_curator;
     holds.insert(holds.end(), log.holds.begin(), log.holds.end());
     acquires.insert(acquires.end(), log.acquires.begin(), log.acquires.end());
     final_tries.insert(final_tries.end(), log.final_tries.begin(), log.final_tries.end());
-    orphans += log.orphans ? std::max(*log.orphans, 0) : 0;
-    if (!log.orphans || *log.orphans < 0) ++crashes;  // it never counted them: it did not end well
+    (by_curator ? curator_orphans : orphans) += log.orphans ? std::max(*log.orphans, 0) : 0;
+    // It never counted them: it did not end well.
+    if (!log.orphans || *log.orphans < 0) ++(by_curator ? curator_crashes : crashes);
     bad_lines += static_cast<int>(log.bad_lines.size());
   }
   auto v = judge(holds, acquires, faults.pauses(), std::chrono::nanoseconds(1s).count(), final_tries,
@@ -219,13 +244,22 @@ int drive(const driver_options& o) {
        << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order
        << ", \"late_acquires\": " << v.late_acquires << ", \"wedged_locks\": " << v.wedged_locks << ", \"nodes_left\": " << (left < 0 ? 1 : left)
        << ", \"orphans\": " << orphans << ", \"crashes\": " << crashes << ", \"unreadable_log_lines\": " << bad_lines
-       << "}}";
+       << "}, \"beside_curator\": {\"workers\": " << o.curator << ", \"acquisitions\": " << v.curator.acquisitions
+       << ", \"lost_signals\": " << v.curator.lost_signals << ", \"overlaps\": " << v.curator.overlaps
+       << ", \"tokens_out_of_order\": " << v.curator.tokens_out_of_order
+       << ", \"late_acquires\": " << v.curator.late_acquires << ", \"wedged_locks\": " << v.curator.wedged_locks
+       << ", \"orphans\": " << curator_orphans << ", \"crashes\": " << curator_crashes << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
             << ", final tries " << final_tries.size() << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
             << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
             << ", tokens out of order " << v.tokens_out_of_order << ", late acquires " << v.late_acquires
             << ", wedged locks " << v.wedged_locks            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes
-            << ", unreadable log lines " << bad_lines << '\n';
+            << ", unreadable log lines " << bad_lines << "\nbeside Curator (" << o.curator
+            << " workers; counted, not judged): acquisitions " << v.curator.acquisitions << ", lost signals "
+            << v.curator.lost_signals << ", overlaps with a Curator hold " << v.curator.overlaps
+            << ", tokens out of order next to a Curator grant " << v.curator.tokens_out_of_order
+            << ", Curator's late acquires " << v.curator.late_acquires << ", wedged locks "
+            << v.curator.wedged_locks << ", orphans " << curator_orphans << ", crashes " << curator_crashes << '\n';
   for (auto& e : v.examples) std::cout << "  " << e << '\n';
   std::cout << json.str() << std::endl;
   if (!o.json.empty()) std::ofstream(o.json) << json.str() << '\n';

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -96,6 +97,9 @@ bool paused_within(const std::vector<pause_window>& pauses, int worker, ns from,
                      [&](const pause_window& p) { return p.worker == worker && p.from < to && p.to > from; });
 }
 
+// A hold in an example: Curator's say so.
+std::string describe(const hold_record& h) { return (h.curator ? "Curator's " : "") + format(h); }
+
 void example(verdict& v, const std::string& what) {
   if (v.examples.size() < 10) v.examples.push_back(what);
 }
@@ -134,9 +138,14 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
   verdict v;
   std::map<int, std::vector<hold_record>> by_lock;
   for (auto h : holds) {
-    ++v.acquisitions;
-    ++v.acquisitions_by_recipe[std::string(name(h.kind))];
-    v.lost_signals += h.lost;
+    if (h.curator) {
+      ++v.curator.acquisitions;
+      v.curator.lost_signals += h.lost;
+    } else {
+      ++v.acquisitions;
+      ++v.acquisitions_by_recipe[std::string(name(h.kind))];
+      v.lost_signals += h.lost;
+    }
     v.long_holds += h.end - h.grant > 1'000'000'000;
     // A process paused while it held: nothing it did after the pause began
     // is covered by the lock.
@@ -153,31 +162,34 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
     for (std::size_t i = 0; i < list.size(); ++i) {
       auto& h = list[i];
       std::erase_if(held, [&](auto* earlier) { return earlier->end <= h.grant; });
-      if (!admits(held, h)) {
-        ++v.overlaps;
-        example(v, "lock " + std::to_string(lock) + ": " + format(h) + " began beside " +
-                       std::to_string(held.size()) + " holds" + (held.empty() ? "" : ", one " + format(*held.front())));
+      std::vector<const hold_record*> zkasio_held;
+      std::copy_if(held.begin(), held.end(), std::back_inserter(zkasio_held), [](auto* e) { return !e->curator; });
+      bool zkasio_pair = !h.curator && !admits(zkasio_held, h);
+      if (zkasio_pair || !admits(held, h)) {
+        ++(zkasio_pair ? v.overlaps : v.curator.overlaps);
+        example(v, "lock " + std::to_string(lock) + ": " + describe(h) + " began beside " +
+                       std::to_string(held.size()) + " holds" + (held.empty() ? "" : ", one " + describe(*held.front())));
       }
       if (i > 0 && tokens_rise(h.kind) && h.token <= list[i - 1].token) {
-        ++v.tokens_out_of_order;
-        example(v, "lock " + std::to_string(lock) + ": token of " + format(h) + " not above " + format(list[i - 1]));
+        ++(h.curator || list[i - 1].curator ? v.curator.tokens_out_of_order : v.tokens_out_of_order);
+        example(v, "lock " + std::to_string(lock) + ": token of " + describe(h) + " not above " + describe(list[i - 1]));
       }
       held.push_back(&h);
     }
   }
   for (auto& f : final_tries)
     if (!f.granted) {
-      ++v.wedged_locks;
-      example(v, "a free lock not granted: " + format(f));
+      ++(f.curator ? v.curator.wedged_locks : v.wedged_locks);
+      example(v, std::string(f.curator ? "Curator: " : "") + "a free lock not granted: " + format(f));
     }
   for (auto& a : acquires) {
-    if (a.result != "ok") ++v.acquire_failures;
+    if (a.result != "ok" && !a.curator) ++v.acquire_failures;
     // Without a deadline, an acquire must complete once the faults stop.
     ns due = (a.deadline < 0 ? faults_end : a.deadline) + grace;
     bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
     if (late) {
-      ++v.late_acquires;
-      example(v, (a.end ? "late: " : "never completed: ") + format(a));
+      ++(a.curator ? v.curator.late_acquires : v.late_acquires);
+      example(v, std::string(a.curator ? "Curator: " : "") + (a.end ? "late: " : "never completed: ") + format(a));
     }
   }
   return v;

@@ -35,6 +35,7 @@ struct hold_record {
   bool reader = false;  // shared_mutex: a shared (read) hold
   int leases = 1;       // semaphore: the leases this hold counts
   int capacity = 1;     // semaphore: N, the most leases held at once
+  bool curator = false;  // by a Curator worker (not on the line: the driver knows its workers)
 };
 
 // After the faults stopped, a worker's last try of one of its lock objects:
@@ -43,6 +44,7 @@ struct final_try {
   int worker = 0;
   int lock = 0;
   bool granted = false;
+  bool curator = false;
 };
 
 // An acquire: when it started and completed (nullopt: it never did, the
@@ -55,6 +57,7 @@ struct acquire_record {
   std::optional<ns> end;
   ns deadline = 0;
   std::string result;
+  bool curator = false;
 };
 
 // A worker process stopped (SIGSTOP) by the fault driver, from..to.
@@ -82,6 +85,19 @@ std::string format(const final_try& f);
 // Adds what `line` records to `log` (a line it cannot read goes to bad_lines).
 void parse_line(std::string_view line, worker_log& log);
 
+// What involves Curator's workers (tests/chaos/CuratorWorker.java), on the
+// same lock paths under the same faults, counted apart: an overlap of a hold
+// with a Curator hold, tokens out of order next to a Curator grant,
+// Curator's late acquires and wedged locks. Curator's figures, not zkasio's.
+struct beside_curator {
+  std::size_t acquisitions = 0;
+  std::size_t lost_signals = 0;  // holds ended by SUSPENDED or LOST
+  std::size_t overlaps = 0;
+  std::size_t tokens_out_of_order = 0;
+  std::size_t late_acquires = 0;
+  std::size_t wedged_locks = 0;
+};
+
 struct verdict {
   std::size_t acquisitions = 0;
   std::size_t lost_signals = 0;
@@ -97,6 +113,7 @@ struct verdict {
   std::size_t late_acquires = 0;        // neither completed nor failed by deadline + grace
   std::size_t wedged_locks = 0;         // a final try not granted
   std::map<std::string, std::size_t, std::less<>> acquisitions_by_recipe;
+  beside_curator curator;
   std::vector<std::string> examples;    // the first few of those, described
 };
 

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/java_program.hpp"
 #include "support/process.hpp"
 #include "support/session_test.hpp"
 #include "support/zk_servers.hpp"
@@ -114,37 +115,6 @@ read_write_log read_write_log_of(const std::string& log) {
   return result;
 }
 
-// The Curator contender `java_class` (tests/interop), compiled with the
-// machine's Java and Debian's jars: the command line that runs it, but for
-// its arguments; deletes the classes when destroyed.
-struct curator_program {
-  explicit curator_program(const std::string& java_class)
-      : classes(std::filesystem::temp_directory_path() /
-                ("zkasio-curator-" + java_class + "-" + std::to_string(getpid()))) {
-    std::filesystem::create_directories(classes);
-    for (auto* jar : {"curator-framework", "curator-client", "curator-recipes", "zookeeper",
-                      "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop", "failureaccess"}) {
-      auto file = std::string("/usr/share/java/") + jar + ".jar";
-      if (std::filesystem::exists(file)) classpath += (classpath.empty() ? "" : ":") + file;
-    }
-    auto compiled = run_command({"javac", "-cp", classpath, "-d", classes.string(),
-                                 source_dir() + "/tests/interop/" + java_class + ".java"});
-    INFO(compiled.output);
-    REQUIRE(compiled.status == 0);
-    command = {"java", "-cp", classes.string() + ":" + classpath, java_class};
-  }
-  ~curator_program() { std::filesystem::remove_all(classes); }
-  std::vector<std::string> with(std::vector<std::string> args) const {
-    auto argv = command;
-    argv.insert(argv.end(), args.begin(), args.end());
-    return argv;
-  }
-
-  std::filesystem::path classes;
-  std::string classpath;
-  std::vector<std::string> command;
-};
-
 std::string temp_log(const std::string& name) {
   auto path = std::filesystem::temp_directory_path() /
               ("zkasio-" + name + "-" + std::to_string(getpid()) + ".log");
@@ -170,7 +140,7 @@ TEST_CASE("mutual exclusion across 6 processes") {
 }
 
 TEST_CASE("Curator's InterProcessMutex and zkasio exclude each other on one path" * doctest::test_suite("interop")) {
-  curator_program curator("CuratorContender");
+  java_program curator("tests/interop/CuratorContender.java", "CuratorContender");
   auto log = temp_log("interop");
   auto path = unique_path("mutex-interop");
   constexpr int rounds = 30;
@@ -249,7 +219,7 @@ read_write_log run_curator_first(const std::vector<contender>& curators, int cur
 
 // For each of `modes`, a Curator and a zkasio contender (the same command
 // line) in that mode, all on one path, Curator's first (see run_curator_first).
-read_write_log interop(const curator_program& curator, const std::string& name, const std::vector<std::string>& modes,
+read_write_log interop(const java_program& curator, const std::string& name, const std::vector<std::string>& modes,
                        int curator_rounds, int zkasio_rounds) {
   auto log = temp_log(name);
   auto path = unique_path(name);
@@ -266,7 +236,7 @@ read_write_log interop(const curator_program& curator, const std::string& name, 
 }
 
 TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one path" * doctest::test_suite("interop")) {
-  curator_program curator("CuratorContender");
+  java_program curator("tests/interop/CuratorContender.java", "CuratorContender");
   // Writers of both kinds exclude everyone. (With a writer of each kind the
   // fair queue may settle into a cycle of one kind's readers, its writer, the
   // other kind's readers: that zkasio and Curator readers share is shown
@@ -279,7 +249,7 @@ TEST_CASE("Curator's InterProcessReadWriteLock and zkasio's shared_mutex on one 
 }
 
 TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leases" * doctest::test_suite("interop")) {
-  curator_program curator("CuratorContender");
+  java_program curator("tests/interop/CuratorContender.java", "CuratorContender");
   constexpr int leases = 2;
   auto lease = "lease-" + std::to_string(leases);
   auto seen = interop(curator, "semaphore-interop", {lease, lease, lease}, 40, 15);
@@ -290,7 +260,7 @@ TEST_CASE("Curator's InterProcessSemaphoreV2 and zkasio's semaphore share N leas
 }
 
 TEST_CASE("Curator's LeaderLatch and zkasio's election elect one leader at a time on one path" * doctest::test_suite("interop")) {
-  curator_program curator("CuratorContender");
+  java_program curator("tests/interop/CuratorContender.java", "CuratorContender");
   interop(curator, "leader-interop", {"leader", "leader", "leader"}, 40, 15);
 }
 
@@ -299,7 +269,7 @@ TEST_CASE("Curator's InterProcessMutex beside a zkasio mutex handing over in mem
   // 16 coroutines of one zkasio process loop on one mutex with local_handoff
   // (max_run 2): unbounded, their run would keep the node until they are all
   // done. Curator's contenders must take turns while they are not.
-  curator_program curator("CuratorContender");
+  java_program curator("tests/interop/CuratorContender.java", "CuratorContender");
   auto log = temp_log("local-interop");
   auto path = unique_path("local-interop");
   constexpr int curator_rounds = 60, zkasio_rounds = 40, coroutines = 16;

@@ -157,3 +157,36 @@ TEST_CASE("log lines read back as written; a line it cannot read is set apart") 
   CHECK(log.orphans == 0);
   CHECK(log.bad_lines.size() == 6);
 }
+
+TEST_CASE("beside Curator: what involves a Curator worker is counted apart, zkasio's own pairs still must be zero") {
+  auto curator = [](hold_record h) {
+    h.curator = true;
+    return h;
+  };
+  // A zkasio hold granted inside a Curator hold (and the reverse), tokens out
+  // of order next to a Curator grant: Curator's figures.
+  std::vector<hold_record> holds{curator({9, 0, 0, 100 * ms, 50, false}), {0, 0, 50 * ms, 60 * ms, 40, false},
+                                 curator({9, 1, 0, 10 * ms, 7, false}), {0, 1, 20 * ms, 30 * ms, 8, false}};
+  auto v = judge(holds, {}, {}, grace);
+  CHECK(v.overlaps == 0);
+  CHECK(v.tokens_out_of_order == 0);
+  CHECK(v.curator.overlaps == 1);
+  CHECK(v.curator.tokens_out_of_order == 1);
+  CHECK(v.acquisitions == 2);
+  CHECK(v.curator.acquisitions == 2);
+  // Two zkasio holders at once beside a Curator holder: zkasio's overlap.
+  holds.push_back({1, 0, 55 * ms, 58 * ms, 41, false});
+  v = judge(holds, {}, {}, grace);
+  CHECK(v.overlaps == 1);
+  CHECK(v.curator.overlaps == 1);
+  // A Curator acquire late, a Curator lock refused at the last try.
+  acquire_record late{9, 0, 0, 5000 * ms, 1000 * ms, "ok"};
+  late.curator = true;
+  final_try refused{9, 0, false};
+  refused.curator = true;
+  v = judge({}, {late}, {}, grace, {refused});
+  CHECK(v.late_acquires == 0);
+  CHECK(v.wedged_locks == 0);
+  CHECK(v.curator.late_acquires == 1);
+  CHECK(v.curator.wedged_locks == 1);
+}
