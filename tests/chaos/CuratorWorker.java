@@ -35,13 +35,13 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.data.Stat;
 
 public class CuratorWorker {
-  // The longest hold of the long-hold lock (the last), as zkasio's workers'.
+  // The longest hold of zkasio's long-hold lock: the final tries wait for it.
   static final long LONGEST_HOLD_MS = 12000;
 
   final int index;
   final String root, log;
   final String[] recipes;
-  final long stopAt, sessionTimeoutMs, longestWaitMs;
+  final long stopAt, seed, sessionTimeoutMs, longestWaitMs;
   final CuratorFramework client;
   // Counts the connection's suspensions and losses: a hold taken before a
   // change of it may be lost.
@@ -66,6 +66,7 @@ public class CuratorWorker {
     recipes = args[3].split(",");
     stopAt = Long.parseLong(args[4]);
     log = args[5];
+    seed = Long.parseLong(args[6]);
     sessionTimeoutMs = Long.parseLong(args[7]);
     longestWaitMs = Long.parseLong(args[8]);
     client = CuratorFrameworkFactory.newClient(args[1], (int) sessionTimeoutMs, (int) sessionTimeoutMs,
@@ -170,7 +171,7 @@ public class CuratorWorker {
   static String resultOf(Exception e) { return "curator_" + e.getClass().getSimpleName(); }
 
   void contend(int thread, List<Integer> locks) throws Exception {
-    Random random = new Random(index * 1000L + thread);
+    Random random = new Random(seed * 1000 + thread);
     while (System.nanoTime() < stopAt) {
       int lock = locks.get(random.nextInt(locks.size()));
       boolean reader = random.nextBoolean();
@@ -195,10 +196,7 @@ public class CuratorWorker {
       } catch (Exception e) {
         // (The token is looked up after the grant; a fault may take it.)
       }
-      boolean last = lock == recipes.length - 1;
-      long holdNanos = last ? (1000 + (long) (random.nextDouble() * (LONGEST_HOLD_MS - 1000))) * 1_000_000
-                            : (long) (random.nextDouble() * 5_000_000);
-      boolean lost = epoch() != epoch || holdFor(holdNanos, epoch);
+      boolean lost = epoch() != epoch || holdFor((long) (random.nextDouble() * 5_000_000), epoch);
       long end = System.nanoTime();
       append("hold " + index + " " + lock + " " + granted + " " + end + " " + token + " " + (lost ? 1 : 0) + " "
              + kind(lock) + " " + (reader && kind(lock).equals("shared_mutex") ? "read" : "write") + " "
