@@ -7,6 +7,9 @@
 #include <asio/steady_timer.hpp>
 
 #include "acquire_flow.hpp"
+#include "engine_acquire.hpp"
+#include "engine_hold.hpp"
+#include "engine_nodes.hpp"
 #include "fair_acquire.hpp"
 
 namespace zkasio::detail {

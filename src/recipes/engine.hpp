@@ -1,7 +1,8 @@
-// What the contender engine's files share (src only, not installed): the
-// engine's state, a hold and its grants, an acquire's attempt, and what more
-// than one of them uses. The engine is described in
-// zkasio/detail/lock_engine.hpp. Its files, one part each:
+// The contender engine's state (src only, not installed): the engine, a hold
+// and its grants, an acquire's attempt, and the small helpers more than one
+// part uses. The engine is described in zkasio/detail/lock_engine.hpp. Its
+// parts, a file each (those that others call declare it in a header of the
+// same name, so each file includes only what it uses):
 //   engine.cpp          the engine object: its strand, its making, its session's end told
 //   engine_nodes.cpp    a contender's node: created (with parents), listed, found after a
 //                       lost reply, deleted
@@ -9,11 +10,8 @@
 //                       and a mutex's in-process handoff (lock_options::local_handoff)
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
-//   fair_acquire.cpp    one attempt of the fair queue's acquire (mutex, shared_mutex,
-//                       election, a semaphore's lease nodes) as a state machine without I/O
-//   acquire_flow.cpp    the acquire around its attempts (reentry, the local run, queueing
-//                       again, the deadline and cancellation), a state machine too
-//   acquire_runner.cpp  their runner: every lock recipe's acquire (start_acquire)
+//   acquire_runner.cpp  the runner of the fair acquire's state machines (acquire_flow.cpp
+//                       around fair_acquire.cpp): every lock recipe's acquire (start_acquire)
 //   engine_leases.cpp   the semaphore's leases (decided by lease_acquire.cpp and, its wait
 //                       for room, room_wait.cpp: state machines without I/O)
 //   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode),
@@ -24,6 +22,11 @@
 // rule), known_nodes.cpp (this process's knowledge of its nodes),
 // acquire_flow.cpp, fair_acquire.cpp, lease_acquire.cpp, room_wait.cpp and
 // race_acquire.cpp (the state machines), decisions.hpp (what they share).
+// The parts call one another without cycles: engine_nodes calls none of
+// the others; engine_hold calls engine_nodes; engine_acquire both; the
+// runners (acquire_runner, engine_leases, engine_race) and engine_leader
+// call those, never the reverse; lock.cpp (the lock object) gives a grant
+// back through engine_hold.
 #pragma once
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -307,12 +310,6 @@ struct attempt {
 
 using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 
-// What an owner's acquire does with the holds it has on this lock object.
-struct reentry {
-  enum { none, again, lost, deadlock, downgrade } what = none;
-  std::shared_ptr<hold> h{};
-};
-
 // A wait in this process (known_nodes', local_turns'): `start(done)`
 // registers the completion `done`, which is completed on the engine's strand;
 // cancelling the wait withdraws it there. Not a coroutine: a waiter's frames
@@ -343,17 +340,6 @@ inline bool awaiting_server(const session& s) {
   return state == session_state::connecting || state == session_state::suspended || state == session_state::expired;
 }
 
-// Before an acquire's first request: connected, or why not. A try is one
-// look: while no server is connected it fails at once (not_connected),
-// where an acquire waits for the connection (within its deadline). A
-// session ended for good says why (async_connect's error).
-inline awaitable<std::error_code> until_connected(session& s, bool try_once) {
-  if (s.state() == session_state::connected) co_return std::error_code{};
-  if (try_once && awaiting_server(s)) co_return make_error_code(error::not_connected);
-  auto [ec] = co_await s.async_connect(as_tuple(use_awaitable));
-  co_return ec;
-}
-
 // `work`, or deadline_passed at the deadline. (A frame of its own: a waiter
 // without a deadline carries no timer.)
 template <class Result>
@@ -376,111 +362,6 @@ awaitable<Result> within(const session& s, awaitable<Result> work,
   // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
   if (deadline) co_return co_await until(s, std::move(work), *deadline);
   co_return co_await std::move(work);
-}
-
-// ----------------------------------------------------------- engine_nodes.cpp
-
-// The listing of the lock's children that the contenders asking now share,
-// sent after every request submitted so far (its `ready` set once answered).
-std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>& m);
-// The same, awaited.
-awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
-// After a request failed with `ec` (retryable; or none yet): once it may be
-// asked again (connected; after a busy answer, a pause first).
-awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec);
-// Deletes `name`, a node of the ephemeral owner `owner_id` (the race
-// recipes' node when empty, and then only the incarnation `czxid` if known),
-// retried while that session lives; lock_lost when it was gone already.
-awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name, std::int64_t owner_id,
-                                       std::int64_t czxid = 0);
-attempt fresh_attempt(const engine_state& m, const acquire_request& request);
-// The node of its own owner that does not block an attempt (a downgrade's).
-std::string_view exempt(const attempt& a);
-// The ACL of the nodes the engine creates.
-acl node_acl(const engine_state& m);
-// Creates `path` and its parents when missing, as containers.
-awaitable<std::error_code> create_parents(engine_state& m, const std::string& path);
-// Whether the acquire rides through `ec`: the connection lost or the server
-// busy, in the attempt's session.
-bool ride_through(std::error_code ec, const session& s, const attempt& a);
-// Makes `path` and its parents for `a`, whose create found none.
-awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a);
-// Deletes a failed or cancelled attempt's node if its create took effect.
-awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a);
-// The path's parent and the node's name in it.
-std::pair<std::string, std::string> split_path(const std::string& path);
-
-// ------------------------------------------------------------ engine_hold.cpp
-
-// The release of the last grant of `h`, which leads a run: hands the lock to
-// the next waiter if the rule says so (true).
-bool hand_off(const std::shared_ptr<hold>& h);
-// The run's lead goes to its next waiter, or the run ends.
-void pass_lead(const std::shared_ptr<engine_state>& m);
-// Until cancelled: sets h->budget.other_seen once another contender's node
-// is queued behind `h`, a hold of a lock object with local_handoff (or when
-// that cannot be known).
-awaitable<loss> watch_queue(std::shared_ptr<hold> h);
-
-// True as soon as the node at `path` is not the incarnation `czxid`; else
-// waits until cancelled (false).
-awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid);
-// Whether a grant may be made now: not past the moment the session could
-// have expired by its replies (minus the safety margin).
-bool session_sure(const engine_state& m);
-// Whether a grant may be made on the held node `h` now (a reentry, a local
-// handoff): not known lost, its session the same and sure (session_sure),
-// and under on_suspend connected. (A delete by someone else not yet
-// notified is not known here: the holder's lost signal fires when it is.)
-bool hold_sure(const hold& h);
-// invalid_safety_margin when no grant can ever be sure.
-std::error_code never_sure(const engine_state& m);
-// A new lock object sharing `h`.
-lock grant_of(const std::shared_ptr<hold>& h);
-// Gives one grant's share of `h` back; the last deletes the node.
-awaitable<std::error_code> give_back(std::shared_ptr<hold> h);
-// The attempt's node, held from now on: monitored, released by its grants.
-lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who);
-
-// --------------------------------------------------------- engine_acquire.cpp
-
-reentry reentry_of(const engine_state& m, const owner& who, node_kind kind);
-// Any cancellation is terminal from now on; true if one came before.
-awaitable<bool> cancelled_already();
-// Starts the removal of the nodes of failed or cancelled attempts.
-std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_state>& m,
-                                                 std::vector<attempt> attempts);
-// lock_busy once `removing` is done (operation_aborted if that wait is cancelled).
-awaitable<std::error_code> busy_after(std::vector<background<std::error_code>> removing);
-// Whether an acquire that failed with `ec` queues again in the next session.
-bool queue_again(std::error_code ec, const engine_state& m, bool try_once, std::uint64_t generation);
-
-// One acquire's I/O, `work`, run under `deadline` (see until), its failures and
-// cancellation (thrown by a cancelled co_await) reported in its result; if it
-// failed, `remove()` starts the removal of its nodes in the background, and
-// after lock_busy the result waits for them (busy_after). Never throws.
-// (`remove` is called only then; `work` and `remove` may share the caller's
-// attempt.)
-template <class Remove>
-awaitable<std::tuple<std::error_code, lock>> settle(const session& s, awaitable<std::tuple<std::error_code, lock>> work,
-                                                   std::optional<std::chrono::steady_clock::time_point> deadline,
-                                                   Remove remove) {
-  std::tuple<std::error_code, lock> result;
-  auto& ec = std::get<0>(result);
-  try {
-    result = co_await within(s, std::move(work), deadline);
-  } catch (const std::system_error& e) {
-    ec = e.code();
-  }
-  if (!ec) co_return result;
-  auto removing = remove();
-  if (ec != error::lock_busy) co_return result;
-  try {
-    ec = co_await busy_after(std::move(removing));
-  } catch (const std::system_error&) {
-    ec = asio::error::operation_aborted;
-  }
-  co_return result;
 }
 
 }  // namespace zkasio::detail

@@ -1,5 +1,6 @@
 // Who leads, the queue as seen from outside, and revocation.
-#include "engine.hpp"
+#include "engine_hold.hpp"
+#include "engine_nodes.hpp"
 
 namespace zkasio::detail {
 

@@ -1,5 +1,7 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
-#include "engine.hpp"
+#include "engine_acquire.hpp"
+#include "engine_hold.hpp"
+#include "engine_nodes.hpp"
 #include "acquire_runner.hpp"
 #include "lease_acquire.hpp"
 #include "room_wait.hpp"

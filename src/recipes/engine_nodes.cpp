@@ -1,6 +1,6 @@
 // A contender's node: created (with its parents), listed, found again after
 // a lost reply, and deleted: never another session's.
-#include "engine.hpp"
+#include "engine_nodes.hpp"
 
 namespace zkasio::detail {
 

@@ -1,6 +1,8 @@
 // The race recipes (race_mutex, election's race mode): one EPHEMERAL node at
 // the path, created by whoever is first.
-#include "engine.hpp"
+#include "engine_acquire.hpp"
+#include "engine_hold.hpp"
+#include "engine_nodes.hpp"
 #include "race_acquire.hpp"
 
 namespace zkasio::detail {
