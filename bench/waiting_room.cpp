@@ -12,7 +12,7 @@
 #include <system_error>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "recipes/queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 
 namespace zkasio::bench {
 

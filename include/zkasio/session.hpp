@@ -335,7 +335,7 @@ class session {
   // One operation: make its completion from the handler, then submit it on the
   // strand. Requests are sent in the order they reach the strand, the server
   // answers a session's requests in order and the C client completes them in
-  // that order (zkasio::mutex relies on it: see send_create in src/recipes/acquire_runner.cpp). The initiation holds the core weakly: with use_awaitable it lives
+  // that order (zkasio::mutex relies on it: see send_create in src/recipes/engine/acquire_runner.cpp). The initiation holds the core weakly: with use_awaitable it lives
   // in the awaiting frame, which the pending operation (owned by the core) holds.
   template <class... Values, class Submit, class Token>
   auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {

@@ -4,7 +4,7 @@
 // hit a connection loss (sent again within read_retry_timeout). Each is sent
 // once connected, in the order parked (a create parked before a listing is
 // sent before it: zkasio::mutex relies on it, see send_create in
-// src/recipes/acquire_runner.cpp), or fails at its deadline (connection_loss) or with
+// src/recipes/engine/acquire_runner.cpp), or fails at its deadline (connection_loss) or with
 // the session's end.
 #pragma once
 

@@ -8,7 +8,7 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "recipes/queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 
 #include "fuzz/fuzz_check.hpp"
 

@@ -28,7 +28,7 @@
 #include <zkasio/mutex.hpp>
 #include <zkasio/race_mutex.hpp>
 
-#include "recipes/known_nodes.hpp"
+#include "recipes/process_wide/known_nodes.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"

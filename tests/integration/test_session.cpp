@@ -495,7 +495,7 @@ TEST_CASE("nothing is printed by default; a log sink receives the C client's lin
 }
 
 TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads") {
-  // What zkasio::mutex relies on (see send_create in src/recipes/acquire_runner.cpp): a create
+  // What zkasio::mutex relies on (see send_create in src/recipes/engine/acquire_runner.cpp): a create
   // submitted, then a listing posted to the same strand and submitted from
   // there: the create's handler runs first, and the listing shows the node.
   asio::io_context io;

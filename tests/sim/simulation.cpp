@@ -14,12 +14,12 @@
 #include <vector>
 #include <zkasio/error.hpp>
 
-#include "recipes/acquire_flow.hpp"
-#include "recipes/decisions.hpp"
-#include "recipes/fair_acquire.hpp"
-#include "recipes/lease_acquire.hpp"
-#include "recipes/race_acquire.hpp"
-#include "recipes/room_wait.hpp"
+#include "recipes/machines/acquire_flow.hpp"
+#include "recipes/rules/decisions.hpp"
+#include "recipes/machines/fair_acquire.hpp"
+#include "recipes/machines/lease_acquire.hpp"
+#include "recipes/machines/race_acquire.hpp"
+#include "recipes/machines/room_wait.hpp"
 
 namespace zkasio::sim {
 

@@ -1,6 +1,6 @@
 // A deterministic simulation of the fair queue's contenders (the state
-// machine of src/recipes/fair_acquire.hpp, the real code), of the race
-// recipes' (src/recipes/race_acquire.hpp), of a local_mutex's
+// machine of src/recipes/machines/fair_acquire.hpp, the real code), of the race
+// recipes' (src/recipes/machines/race_acquire.hpp), of a local_mutex's
 // (acquire_flow.hpp) or a semaphore's (lease_acquire.hpp, room_wait.hpp),
 // against a small model of a ZooKeeper server, driven by a seeded random
 // schedule.

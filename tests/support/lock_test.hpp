@@ -20,7 +20,7 @@
 #include <zkasio/mutex.hpp>
 #include <zkasio/session.hpp>
 
-#include "recipes/queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 #include "support/async.hpp"
 #include "support/session_test.hpp"
 #include "support/tcp_proxy.hpp"

@@ -1,4 +1,4 @@
-// An acquire of a fair queue around its attempts (src/recipes/acquire_flow.hpp)
+// An acquire of a fair queue around its attempts (src/recipes/machines/acquire_flow.hpp)
 // driven by scripted events, without a server: reentry, the local run
 // (local_handoff: lead, line, lock or lead handed over), queueing again after
 // an expiry, lock_busy, and the deadline or the caller's cancellation in
@@ -10,8 +10,8 @@
 #include <asio/error.hpp>
 #include <zkasio/error.hpp>
 
-#include "recipes/acquire_flow.hpp"
-#include "recipes/decisions.hpp"
+#include "recipes/machines/acquire_flow.hpp"
+#include "recipes/rules/decisions.hpp"
 #include "scripted.hpp"
 
 using namespace zkasio;

@@ -1,7 +1,7 @@
 // busy_backoff: the pause before asking a busy server again (no server).
 #include <doctest/doctest.h>
 
-#include "recipes/busy_backoff.hpp"
+#include "recipes/rules/busy_backoff.hpp"
 
 
 using zkasio::detail::busy_backoff;

@@ -1,4 +1,4 @@
-// The fair acquire's state machine (src/recipes/fair_acquire.hpp) driven by
+// The fair acquire's state machine (src/recipes/machines/fair_acquire.hpp) driven by
 // scripted events, without a server: each test is one interleaving of what
 // the server, the connection, the session's state, this process's known
 // nodes and the caller can do, and checks every action the machine asks for.
@@ -11,7 +11,7 @@
 #include <vector>
 #include <zkasio/error.hpp>
 
-#include "recipes/fair_acquire.hpp"
+#include "recipes/machines/fair_acquire.hpp"
 #include "scripted.hpp"
 
 using namespace zkasio;

@@ -1,4 +1,4 @@
-// A semaphore's acquire of n leases (src/recipes/lease_acquire.hpp) driven by
+// A semaphore's acquire of n leases (src/recipes/machines/lease_acquire.hpp) driven by
 // scripted events, without a server: the mutex first, the leases made in
 // one session, the wait for room; queueing again after the mutex is lost
 // while it waits (in the same session) or after an expiry; a try's
@@ -10,8 +10,8 @@
 #include <asio/error.hpp>
 #include <zkasio/error.hpp>
 
-#include "recipes/lease_acquire.hpp"
-#include "recipes/decisions.hpp"
+#include "recipes/machines/lease_acquire.hpp"
+#include "recipes/rules/decisions.hpp"
 #include "scripted.hpp"
 
 using namespace zkasio;

@@ -12,8 +12,8 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "recipes/known_nodes.hpp"
-#include "recipes/queue_rule.hpp"
+#include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/rules/queue_rule.hpp"
 
 using namespace zkasio;
 using namespace zkasio::detail;

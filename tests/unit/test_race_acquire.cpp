@@ -1,4 +1,4 @@
-// The race recipes' acquire (src/recipes/race_acquire.hpp) driven by
+// The race recipes' acquire (src/recipes/machines/race_acquire.hpp) driven by
 // scripted events, without a server: every decision of the race, and the
 // interleavings a real server cannot be made to produce at will (a create's
 // reply lost, or answered too late to be sure of the session; the session
@@ -7,7 +7,7 @@
 
 #include <zkasio/error.hpp>
 
-#include "recipes/race_acquire.hpp"
+#include "recipes/machines/race_acquire.hpp"
 #include "scripted.hpp"
 
 using namespace zkasio;

@@ -1,4 +1,4 @@
-// The semaphore's wait for room (src/recipes/room_wait.hpp) driven by
+// The semaphore's wait for room (src/recipes/machines/room_wait.hpp) driven by
 // scripted events, without a server: every decision of the wait, and the
 // interleavings a real server cannot be made to produce at will (the
 // semaphore's mutex lost while a listing is in flight, with and without
@@ -7,7 +7,7 @@
 
 #include <zkasio/error.hpp>
 
-#include "recipes/room_wait.hpp"
+#include "recipes/machines/room_wait.hpp"
 #include "scripted.hpp"
 
 using namespace zkasio;

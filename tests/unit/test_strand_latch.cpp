@@ -8,7 +8,7 @@
 #include <asio/io_context.hpp>
 #include <optional>
 
-#include "recipes/strand_latch.hpp"
+#include "recipes/engine/strand_latch.hpp"
 
 using zkasio::detail::strand_latch;
 

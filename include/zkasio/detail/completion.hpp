@@ -72,7 +72,7 @@ class handler_completion final : public completion<Values...> {
     auto allocator = asio::get_associated_allocator(handler_);
     // Posted, not dispatched: the handler must never run inside the C client;
     // and so the completions of one session reach a strand in the order the
-    // replies came (zkasio::mutex relies on it: see send_create in src/recipes/acquire_runner.cpp).
+    // replies came (zkasio::mutex relies on it: see send_create in src/recipes/engine/acquire_runner.cpp).
     asio::post(executor, asio::bind_allocator(allocator, [handler = std::move(handler_), ec,
                                                           values = std::make_tuple(std::move(
                                                               values)...)]() mutable {

@@ -56,7 +56,7 @@ struct acquire_request {
   bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
 // Starts the acquire; `done` completes with the lock or why not. The fair
-// recipes run as a state machine (src/recipes/fair_acquire.hpp) driven by
+// recipes run as a state machine (src/recipes/machines/fair_acquire.hpp) driven by
 // its runner; the race recipes as race() below.
 void start_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, completion_ptr<lock> done);
 // n leases of a semaphore at once (Curator's InterProcessSemaphoreV2): its

@@ -1,6 +1,6 @@
 // Contender node names as Apache Curator's lock recipes write them. The
 // queue a listing forms, and what a recipe does with it, are its rule's
-// (src/recipes/queue_rule.hpp).
+// (src/recipes/rules/queue_rule.hpp).
 #pragma once
 
 #include <array>

@@ -1,10 +1,10 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2).
-#include "engine_acquire.hpp"
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
-#include "acquire_runner.hpp"
-#include "lease_acquire.hpp"
-#include "room_wait.hpp"
+#include "recipes/engine/engine_acquire.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
+#include "recipes/engine/acquire_runner.hpp"
+#include "recipes/machines/lease_acquire.hpp"
+#include "recipes/machines/room_wait.hpp"
 
 namespace zkasio::detail {
 

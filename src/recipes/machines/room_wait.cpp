@@ -1,9 +1,9 @@
-#include "room_wait.hpp"
+#include "recipes/machines/room_wait.hpp"
 
 #include <zkasio/error.hpp>
 
-#include "decisions.hpp"
-#include "queue_rule.hpp"
+#include "recipes/rules/decisions.hpp"
+#include "recipes/rules/queue_rule.hpp"
 
 namespace zkasio::detail {
 

@@ -1,7 +1,7 @@
 #include <utility>
 
-#include "known_nodes.hpp"
-#include "per_path.hpp"
+#include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/process_wide/per_path.hpp"
 
 namespace zkasio::detail {
 

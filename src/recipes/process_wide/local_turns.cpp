@@ -1,7 +1,7 @@
 #include <asio/post.hpp>
 
-#include "local_turns.hpp"
-#include "per_path.hpp"
+#include "recipes/process_wide/local_turns.hpp"
+#include "recipes/process_wide/per_path.hpp"
 
 namespace zkasio::detail {
 

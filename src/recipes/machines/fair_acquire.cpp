@@ -1,9 +1,9 @@
-#include "fair_acquire.hpp"
+#include "recipes/machines/fair_acquire.hpp"
 
 #include <utility>
 #include <zkasio/error.hpp>
 
-#include "decisions.hpp"
+#include "recipes/rules/decisions.hpp"
 
 namespace zkasio::detail {
 

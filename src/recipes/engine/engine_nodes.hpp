@@ -2,7 +2,7 @@
 // found again after a lost reply, deleted (never another session's).
 #pragma once
 
-#include "engine.hpp"
+#include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
 

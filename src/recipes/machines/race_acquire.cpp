@@ -1,8 +1,8 @@
-#include "race_acquire.hpp"
+#include "recipes/machines/race_acquire.hpp"
 
 #include <zkasio/error.hpp>
 
-#include "decisions.hpp"
+#include "recipes/rules/decisions.hpp"
 
 namespace zkasio::detail {
 

@@ -1,8 +1,8 @@
 // What every acquire does around its I/O: reentry by owner, cancellation,
 // the removal of its nodes when it fails, and queueing again after an expiry.
-#include "engine_acquire.hpp"
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
+#include "recipes/engine/engine_acquire.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
 
 namespace zkasio::detail {
 

@@ -1,6 +1,6 @@
-#include "acquire_flow.hpp"
+#include "recipes/machines/acquire_flow.hpp"
 
-#include "decisions.hpp"
+#include "recipes/rules/decisions.hpp"
 
 namespace zkasio::detail {
 

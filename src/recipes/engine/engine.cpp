@@ -1,6 +1,6 @@
 // The engine object: its strand, its making, and its session's end told to
 // the process-wide tables.
-#include "engine.hpp"
+#include "recipes/engine/engine.hpp"
 
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>

@@ -3,7 +3,7 @@
 // again after an expiry, and `settle`, which puts them around an acquire's work.
 #pragma once
 
-#include "engine.hpp"
+#include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
 

@@ -18,7 +18,7 @@
 #include <zkasio/detail/completion.hpp>
 #include <zkasio/lock.hpp>
 
-#include "engine.hpp"
+#include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
 

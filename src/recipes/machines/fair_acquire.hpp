@@ -38,7 +38,7 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 #include <zkasio/operations.hpp>
 
 namespace zkasio::detail {

@@ -1,6 +1,6 @@
 // Who leads, the queue as seen from outside, and revocation.
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
 
 namespace zkasio::detail {
 

@@ -1,4 +1,4 @@
-#include "acquire_runner.hpp"
+#include "recipes/engine/acquire_runner.hpp"
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
@@ -6,11 +6,11 @@
 #include <asio/dispatch.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "acquire_flow.hpp"
-#include "engine_acquire.hpp"
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
-#include "fair_acquire.hpp"
+#include "recipes/machines/acquire_flow.hpp"
+#include "recipes/engine/engine_acquire.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
+#include "recipes/machines/fair_acquire.hpp"
 
 namespace zkasio::detail {
 

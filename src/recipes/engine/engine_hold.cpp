@@ -3,8 +3,8 @@
 // which is how a release of a hold that leads a local run goes: the lock
 // object's contenders take turns under one node, handed over in memory (see
 // local_run in engine.hpp, mutex_rule::next_after_release in queue_rule.hpp).
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
 
 namespace zkasio::detail {
 

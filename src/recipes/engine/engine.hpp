@@ -46,12 +46,12 @@
 #include <zkasio/detail/lock_engine.hpp>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "busy_backoff.hpp"
-#include "decisions.hpp"
-#include "known_nodes.hpp"
-#include "local_turns.hpp"
-#include "queue_rule.hpp"
-#include "strand_latch.hpp"
+#include "recipes/rules/busy_backoff.hpp"
+#include "recipes/rules/decisions.hpp"
+#include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/process_wide/local_turns.hpp"
+#include "recipes/rules/queue_rule.hpp"
+#include "recipes/engine/strand_latch.hpp"
 
 namespace zkasio::detail {
 

@@ -2,7 +2,7 @@
 // signal), its grants, its release, and a mutex's in-process handoff.
 #pragma once
 
-#include "engine.hpp"
+#include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
 

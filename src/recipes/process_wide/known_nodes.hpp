@@ -53,7 +53,7 @@
 #include <vector>
 #include <zkasio/detail/lock_queue.hpp>
 
-#include "queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 #include <zkasio/detail/session_core.hpp>
 
 namespace zkasio::detail {

@@ -1,6 +1,6 @@
 // A contender's node: created (with its parents), listed, found again after
 // a lost reply, and deleted: never another session's.
-#include "engine_nodes.hpp"
+#include "recipes/engine/engine_nodes.hpp"
 
 namespace zkasio::detail {
 
@@ -35,7 +35,7 @@ void send_next_listing(const std::shared_ptr<engine_state>& m) {
 // replies trickle in would otherwise each send one, and thousands of
 // listings of thousands of names are gigabytes.
 //
-// Relies on the order of replies: see send_create (src/recipes/acquire_runner.cpp).
+// Relies on the order of replies: see send_create (src/recipes/engine/acquire_runner.cpp).
 std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>& m) {
   auto round = m->next_listing;
   if (!round) {

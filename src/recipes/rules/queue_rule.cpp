@@ -1,4 +1,4 @@
-#include "queue_rule.hpp"
+#include "recipes/rules/queue_rule.hpp"
 
 #include <algorithm>
 

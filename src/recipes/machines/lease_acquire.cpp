@@ -1,6 +1,6 @@
-#include "lease_acquire.hpp"
+#include "recipes/machines/lease_acquire.hpp"
 
-#include "decisions.hpp"
+#include "recipes/rules/decisions.hpp"
 
 namespace zkasio::detail {
 

@@ -1,5 +1,5 @@
 // The lock object (a grant of a hold) and owner.
-#include "engine_hold.hpp"
+#include "recipes/engine/engine_hold.hpp"
 
 namespace zkasio {
 

@@ -1,9 +1,9 @@
 // The race recipes (race_mutex, election's race mode): one EPHEMERAL node at
 // the path, created by whoever is first.
-#include "engine_acquire.hpp"
-#include "engine_hold.hpp"
-#include "engine_nodes.hpp"
-#include "race_acquire.hpp"
+#include "recipes/engine/engine_acquire.hpp"
+#include "recipes/engine/engine_hold.hpp"
+#include "recipes/engine/engine_nodes.hpp"
+#include "recipes/machines/race_acquire.hpp"
 
 namespace zkasio::detail {
 
