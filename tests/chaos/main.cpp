@@ -241,29 +241,32 @@ int drive(const driver_options& o) {
        << ", \"acquisitions_by_recipe\": {" << by_recipe_json.str() << "}"
        << ", \"final_tries\": " << final_tries.size() << ", \"lost_signals\": " << v.lost_signals
        << ", \"holds_cut_by_pause\": " << v.holds_cut_by_pause << ", \"faults\": {" << faults_json.str() << "}"
-       << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order
+       << ", \"must_be_zero\": {\"overlaps\": " << v.overlaps << ", \"tokens_out_of_order\": " << v.tokens_out_of_order << ", \"grants_after_loss\": " << v.grants_after_loss
        << ", \"late_acquires\": " << v.late_acquires << ", \"wedged_locks\": " << v.wedged_locks << ", \"nodes_left\": " << (left < 0 ? 1 : left)
        << ", \"orphans\": " << orphans << ", \"crashes\": " << crashes << ", \"unreadable_log_lines\": " << bad_lines
        << "}, \"beside_curator\": {\"workers\": " << o.curator << ", \"acquisitions\": " << v.curator.acquisitions
        << ", \"lost_signals\": " << v.curator.lost_signals << ", \"overlaps\": " << v.curator.overlaps
        << ", \"tokens_out_of_order\": " << v.curator.tokens_out_of_order
+       << ", \"grants_after_loss\": " << v.curator.grants_after_loss
        << ", \"late_acquires\": " << v.curator.late_acquires << ", \"wedged_locks\": " << v.curator.wedged_locks
        << ", \"orphans\": " << curator_orphans << ", \"crashes\": " << curator_crashes << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
             << ", final tries " << final_tries.size() << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
             << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
-            << ", tokens out of order " << v.tokens_out_of_order << ", late acquires " << v.late_acquires
+            << ", tokens out of order " << v.tokens_out_of_order << ", grants after a loss " << v.grants_after_loss
+            << ", late acquires " << v.late_acquires
             << ", wedged locks " << v.wedged_locks            << ", nodes left " << left << ", orphans " << orphans << ", crashes " << crashes
             << ", unreadable log lines " << bad_lines << "\nbeside Curator (" << o.curator
             << " workers; counted, not judged): acquisitions " << v.curator.acquisitions << ", lost signals "
             << v.curator.lost_signals << ", overlaps with a Curator hold " << v.curator.overlaps
             << ", tokens out of order next to a Curator grant " << v.curator.tokens_out_of_order
+            << ", Curator's grants after a loss " << v.curator.grants_after_loss
             << ", Curator's late acquires " << v.curator.late_acquires << ", wedged locks "
             << v.curator.wedged_locks << ", orphans " << curator_orphans << ", crashes " << curator_crashes << '\n';
   for (auto& e : v.examples) std::cout << "  " << e << '\n';
   std::cout << json.str() << std::endl;
   if (!o.json.empty()) std::ofstream(o.json) << json.str() << '\n';
-  bool clean = v.overlaps == 0 && v.tokens_out_of_order == 0 && v.late_acquires == 0 && v.wedged_locks == 0 && left == 0 && orphans == 0 &&
+  bool clean = v.overlaps == 0 && v.tokens_out_of_order == 0 && v.grants_after_loss == 0 && v.late_acquires == 0 && v.wedged_locks == 0 && left == 0 && orphans == 0 &&
                crashes == 0 && bad_lines == 0;
   if (o.seconds >= 60 && !every_kind) {
     std::cout << "not every kind of fault was injected" << std::endl;

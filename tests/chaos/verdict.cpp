@@ -176,6 +176,17 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
       }
       held.push_back(&h);
     }
+    // A node whose holder was told it was lost is granted no more (a
+    // reentry, or a hand-over in memory, of a lost hold): its token, the
+    // node's czxid, in no later grant.
+    std::map<std::int64_t, ns> lost_at;  // token -> the first lost signal
+    for (auto& h : list)
+      if (h.lost && h.token != 0 && (!lost_at.count(h.token) || h.end < lost_at[h.token])) lost_at[h.token] = h.end;
+    for (auto& h : list)
+      if (auto it = lost_at.find(h.token); it != lost_at.end() && h.grant > it->second) {
+        ++(h.curator ? v.curator.grants_after_loss : v.grants_after_loss);
+        example(v, "lock " + std::to_string(lock) + ": " + describe(h) + " granted after its node's loss was told");
+      }
   }
   for (auto& f : final_tries)
     if (!f.granted) {

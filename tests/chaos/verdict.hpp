@@ -94,6 +94,7 @@ struct beside_curator {
   std::size_t lost_signals = 0;  // holds ended by SUSPENDED or LOST
   std::size_t overlaps = 0;
   std::size_t tokens_out_of_order = 0;
+  std::size_t grants_after_loss = 0;
   std::size_t late_acquires = 0;
   std::size_t wedged_locks = 0;
 };
@@ -110,6 +111,7 @@ struct verdict {
   // Must be zero:
   std::size_t overlaps = 0;             // two holders of one lock at once
   std::size_t tokens_out_of_order = 0;  // a later grant of a lock with a token not greater
+  std::size_t grants_after_loss = 0;    // a grant of a node (its token) after a holder of it was told it was lost
   std::size_t late_acquires = 0;        // neither completed nor failed by deadline + grace
   std::size_t wedged_locks = 0;         // a final try not granted
   std::map<std::string, std::size_t, std::less<>> acquisitions_by_recipe;

@@ -190,3 +190,17 @@ TEST_CASE("beside Curator: what involves a Curator worker is counted apart, zkas
   CHECK(v.curator.late_acquires == 1);
   CHECK(v.curator.wedged_locks == 1);
 }
+
+TEST_CASE("a grant of a node after its holder was told it was lost is a grant after a loss") {
+  // The hold of node 7 lost at 10 ms; the node handed over in memory at 20 ms
+  // (a grant of the same token): that grant came after the loss.
+  std::vector<hold_record> holds{{0, 0, 0, 10 * ms, 7, true}, {0, 0, 20 * ms, 30 * ms, 7, false}};
+  auto v = judge(holds, {}, {}, grace);
+  CHECK(v.grants_after_loss == 1);
+  // Handed over before the loss was told: none.
+  holds = {{0, 0, 0, 10 * ms, 7, false}, {0, 0, 10 * ms, 30 * ms, 7, true}};
+  CHECK(judge(holds, {}, {}, grace).grants_after_loss == 0);
+  // Another node's grant after a loss: none.
+  holds = {{0, 0, 0, 10 * ms, 7, true}, {1, 0, 20 * ms, 30 * ms, 8, false}};
+  CHECK(judge(holds, {}, {}, grace).grants_after_loss == 0);
+}
