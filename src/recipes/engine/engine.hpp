@@ -49,6 +49,7 @@
 #include "recipes/rules/busy_backoff.hpp"
 #include "recipes/rules/decisions.hpp"
 #include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/machines/hold_watch.hpp"
 #include "recipes/process_wide/local_turns.hpp"
 #include "recipes/rules/queue_rule.hpp"
 #include "recipes/engine/strand_latch.hpp"
@@ -220,22 +221,6 @@ struct grant {
     for (auto& done : std::exchange(lost_waiters, {})) done->complete(ec);
   }
 };
-
-// Why a holder may no longer hold.
-enum class loss {
-  none,            // the monitor was stopped (released)
-  node_gone,       // the node was deleted: known gone
-  session_over,    // the session expired (or its authentication failed): its nodes are gone
-  session_closed,  // closed by its owner: its nodes go at once, or (closed while
-                   // disconnected) when the server expires it
-  may_be_lost,     // revoked, or the policy's deadline: the node may still be there
-};
-// What a request's failure `ec` says of a hold.
-inline loss loss_of(std::error_code ec) {
-  // (A session whose authentication failed lives on the server until it expires.)
-  if (ec == error::session_closed || ec == zk_error::auth_failed) return loss::session_closed;
-  return ec == zk_error::session_expired ? loss::session_over : loss::may_be_lost;
-}
 
 // Runs `work` on `strand` to its end whatever happens to whoever waits for it
 // (a delete must go on when its caller gives up). Started at once.

@@ -47,7 +47,8 @@ awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czx
 
 namespace {
 
-// Watches the holder's node: deleted, or revoked (Curator's protocol).
+// Watches the holder's node: deleted, or revoked (Curator's protocol); what
+// each answer means is hold_watch's.
 awaitable<loss> watch_node(std::shared_ptr<hold> h) {
   auto& s = h->engine->s;
   auto version = h->version;
@@ -63,12 +64,10 @@ awaitable<loss> watch_node(std::shared_ptr<hold> h) {
       std::tie(ec, event) = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
     }
     if (ec == asio::error::operation_aborted) co_return loss::none;
-    if (ec) co_return loss_of(ec);
-    if (event == event_type::deleted) co_return loss::node_gone;
+    if (auto why = after_node_event(ec, event)) co_return *why;
     auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
     if (read_ec == asio::error::operation_aborted) co_return loss::none;
-    if (read_ec == zk_error::no_node || (!read_ec && data.stat.czxid != h->czxid)) co_return loss::node_gone;
-    if (read_ec || data.data == revoke_message) co_return loss_of(read_ec);
+    if (auto why = after_node_read(read_ec, data.stat.czxid == h->czxid, data.data == revoke_message)) co_return *why;
     version = data.stat.version;
   }
 }
@@ -115,28 +114,19 @@ std::error_code never_sure(const engine_state& m) {
 
 namespace {
 
-// Watches the holder's session: over, or closed; with `deadlines`, also
-// disconnected under on_suspend, or not confirmed by the ensemble's leader
-// for so long that the server could expire it a safety margin from now
-// (session::last_contact: connected or not, since a follower that lost its
-// leader goes on answering for a while).
+// Watches the holder's session (hold_watch's session_watch decides): over,
+// or closed; with `deadlines`, also disconnected under on_suspend, or past
+// sure_until.
 awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation, bool deadlines) {
   auto& s = h->engine->s;
-  auto& options = h->engine->options;
+  session_watch watch(generation, deadlines, h->engine->options.policy);
   asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
   auto state = s.state();
   for (;;) {
-    if (s.generation() != generation || state == session_state::expired) co_return loss::session_over;
-    if (state == session_state::closed || state == session_state::auth_failed) co_return loss::session_closed;
-    if (deadlines) {
-      if (state == session_state::suspended && options.policy == lost_policy::on_suspend)
-        co_return loss::may_be_lost;
-      // The server cannot expire the session before its last sight of it
-      // plus the timeout: fire a margin before that.
-      auto latest = sure_until(*h->engine);
-      if (std::chrono::steady_clock::now() >= latest) co_return loss::may_be_lost;
-      deadline.expires_at(latest);
-    }
+    auto verdict = watch.judge(
+        {.generation = s.generation(), .state = state, .now = std::chrono::steady_clock::now(), .sure_until = sure_until(*h->engine)});
+    if (verdict.why != loss::none) co_return verdict.why;
+    deadline.expires_at(verdict.look_again);
     auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
                             deadline.async_wait(as_tuple(use_awaitable)));
     if (change.index() == 1) {
