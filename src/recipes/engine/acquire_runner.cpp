@@ -495,8 +495,12 @@ class acquire_op final : public contender_run {
     m_->run.waiting.push_back({std::move(wait), request_.who, ticket_});
   }
 
-  // Handed the lock, or the lead, by the run.
-  void handed() { feed(acquire_flow::handed{.lock = !ticket_->lead.leads()}); }
+  // Handed the lock, or the lead, by the run. Stopped between the hand-over
+  // and now (a deadline or a cancellation queued on the strand ahead of this
+  // completion, as a process paused past both finds them on waking), it no
+  // longer leads, and follow_lead has passed a lead it was handed on with
+  // its ticket: nothing is left to take, and the flow, finished, says so.
+  void handed() { feed(acquire_flow::handed{.lock = ticket_ && !ticket_->lead.leads()}); }
 
   // The lead of the local run is held as the flow says (acquire_flow::leads):
   // taken when it starts to lead (the idle run's, or the one handed over in
