@@ -5,13 +5,9 @@
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <utility>
 
 namespace zkasio::chaos {
-
-namespace {
-constexpr recipe all_recipes[] = {recipe::mutex,         recipe::handoff_mutex, recipe::race_mutex, recipe::election_fair,
-                                  recipe::election_race, recipe::shared_mutex,  recipe::semaphore};
-}  // namespace
 
 std::string_view name(recipe r) {
   switch (r) {
@@ -26,9 +22,15 @@ std::string_view name(recipe r) {
   return "?";
 }
 
+std::optional<recipe> recipe_named(std::string_view n) {
+  auto known = std::find_if(std::begin(all_recipes), std::end(all_recipes), [&](recipe r) { return name(r) == n; });
+  if (known == std::end(all_recipes)) return std::nullopt;
+  return *known;
+}
+
 std::string format(const hold_record& h) {
   std::ostringstream out;
-  out << "hold " << h.worker << ' ' << h.lock << ' ' << h.grant << ' ' << h.end << ' ' << h.token << ' '
+  out << "hold " << h.worker << ' ' << h.lock << ' ' << h.grant << ' ' << h.end << ' ' << h.token << ' ' << h.local << ' '
       << (h.lost ? 1 : 0) << ' ' << name(h.kind) << ' ' << (h.reader ? "read" : "write") << ' ' << h.leases << ' '
       << h.capacity;
   return out.str();
@@ -58,14 +60,13 @@ void parse_line(std::string_view line, worker_log& log) {
   bool read = false;
   in >> kind;
   if (kind == "hold") {
-    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> lost >> recipe_name >> mode >>
+    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> h.local >> lost >> recipe_name >> mode >>
                              h.leases >> h.capacity) &&
            (lost == 0 || lost == 1) && (mode == "read" || mode == "write");
     h.lost = lost == 1;
     h.reader = mode == "read";
-    auto known = std::find_if(std::begin(all_recipes), std::end(all_recipes),
-                              [&](recipe r) { return name(r) == recipe_name; });
-    read = read && known != std::end(all_recipes);
+    auto known = recipe_named(recipe_name);
+    read = read && known;
     if (read) h.kind = *known;
   } else if (kind == "final") {
     read = static_cast<bool>(in >> f.worker >> f.lock >> outcome) && (outcome == "granted" || outcome == "refused");
@@ -130,6 +131,9 @@ bool admits(const std::vector<const hold_record*>& held, const hold_record& next
 // every term); a semaphore's and a shared_mutex's holders share the lock.
 bool tokens_rise(recipe r) { return r != recipe::semaphore && r != recipe::shared_mutex; }
 
+// A grant's token as it rises: the node's, then (handoff_mutex) the handoffs on it.
+std::pair<std::int64_t, std::uint64_t> fence_of(const hold_record& h) { return {h.token, h.local}; }
+
 }  // namespace
 
 verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_record>& acquires,
@@ -170,7 +174,7 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
         example(v, "lock " + std::to_string(lock) + ": " + describe(h) + " began beside " +
                        std::to_string(held.size()) + " holds" + (held.empty() ? "" : ", one " + describe(*held.front())));
       }
-      if (i > 0 && tokens_rise(h.kind) && h.token <= list[i - 1].token) {
+      if (i > 0 && tokens_rise(h.kind) && fence_of(h) <= fence_of(list[i - 1])) {
         ++(h.curator || list[i - 1].curator ? v.curator.tokens_out_of_order : v.tokens_out_of_order);
         example(v, "lock " + std::to_string(lock) + ": token of " + describe(h) + " not above " + describe(list[i - 1]));
       }

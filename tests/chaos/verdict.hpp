@@ -20,7 +20,12 @@ using ns = std::int64_t;
 // The recipe a hold was granted by: it picks the rule that the holds of one
 // lock object must keep together, and whether its tokens must rise.
 enum class recipe { mutex, handoff_mutex, race_mutex, election_fair, election_race, shared_mutex, semaphore };
+inline constexpr recipe all_recipes[] = {recipe::mutex,         recipe::handoff_mutex, recipe::race_mutex,
+                                         recipe::election_fair, recipe::election_race, recipe::shared_mutex,
+                                         recipe::semaphore};
 std::string_view name(recipe r);
+// The recipe called `n` (as name() calls it), if any.
+std::optional<recipe> recipe_named(std::string_view n);
 
 // A holder's interval: from its grant to the earlier of its release (the
 // moment it began) and its lost signal.
@@ -35,6 +40,9 @@ struct hold_record {
   bool reader = false;  // shared_mutex: a shared (read) hold
   int leases = 1;       // semaphore: the leases this hold counts
   int capacity = 1;     // semaphore: N, the most leases held at once
+  // handoff_mutex: the local handoffs on the token's node before this grant
+  // (lock::fence): its grants' tokens rise as the pair (token, local).
+  std::uint64_t local = 0;
   bool curator = false;  // by a Curator worker (not on the line: the driver knows its workers)
 };
 
@@ -68,7 +76,7 @@ struct pause_window {
 };
 
 // One worker's log, a line per record:
-//   hold WORKER LOCK GRANT END TOKEN LOST(0|1) RECIPE read|write LEASES CAPACITY
+//   hold WORKER LOCK GRANT END TOKEN LOCAL LOST(0|1) RECIPE read|write LEASES CAPACITY
 //   acquire WORKER LOCK START END|- DEADLINE RESULT   (DEADLINE -1: none)
 //   final WORKER LOCK granted|refused
 //   orphans WORKER COUNT     (nodes of its live session left after its last release)
@@ -110,7 +118,7 @@ struct verdict {
   std::size_t holds_cut_by_pause = 0;
   // Must be zero:
   std::size_t overlaps = 0;             // two holders of one lock at once
-  std::size_t tokens_out_of_order = 0;  // a later grant of a lock with a token not greater
+  std::size_t tokens_out_of_order = 0;  // a later grant of a lock with a token (token, local) not greater
   std::size_t grants_after_loss = 0;    // a grant of a node (its token) after a holder of it was told it was lost
   std::size_t late_acquires = 0;        // neither completed nor failed by deadline + grace
   std::size_t wedged_locks = 0;         // a final try not granted

@@ -108,6 +108,21 @@ TEST_CASE("election: two leaders at once overlap; each term's token must rise") 
   CHECK(v.acquisitions_by_recipe.at("election_fair") == 3);
 }
 
+TEST_CASE("handoff_mutex: grants on one node rise by their local count; a count not greater is out of order") {
+  auto handed = [](int worker, ns grant, std::int64_t czxid, std::uint64_t local) {
+    return hold_record{worker, 0, grant, grant + 5 * ms, czxid, false, recipe::handoff_mutex, false, 1, 1, local};
+  };
+  // Node 7's run of three grants, then node 9's.
+  std::vector<hold_record> run{handed(0, 0, 7, 0), handed(0, 10 * ms, 7, 1), handed(0, 20 * ms, 7, 2),
+                               handed(1, 30 * ms, 9, 0)};
+  CHECK(judge(run, {}, {}, grace).tokens_out_of_order == 0);
+  run.push_back(handed(0, 40 * ms, 9, 0));  // the same pair again
+  run.push_back(handed(0, 50 * ms, 7, 3));  // an older node's
+  auto v = judge(run, {}, {}, grace);
+  CHECK(v.tokens_out_of_order == 2);
+  CHECK(v.acquisitions_by_recipe.at("handoff_mutex") == 6);
+}
+
 TEST_CASE("an acquire without a deadline must complete once the faults stop: else it hung") {
   constexpr ns faults_end = 60'000 * ms;
   std::vector<acquire_record> acquires{
@@ -129,33 +144,40 @@ TEST_CASE("log lines read back as written; a line it cannot read is set apart") 
   worker_log log;
   hold_record h{2, 1, 123, 456, 789, true, recipe::semaphore, false, 2, 3};
   hold_record reader{1, 0, 1, 2, 3, false, recipe::shared_mutex, true};
+  hold_record handed{1, 0, 1, 2, 3, false, recipe::handoff_mutex, false, 1, 1, 17};
   acquire_record a{2, 1, 100, 200, 300, "ok"}, pending{3, 0, 100, std::nullopt, 300, "pending"};
   parse_line(format(h), log);
   parse_line(format(reader), log);
+  parse_line(format(handed), log);
   parse_line(format(final_try{2, 1, false}), log);
   parse_line(format(a), log);
   parse_line(format(pending), log);
   parse_line("orphans 2 0", log);
   parse_line("hold 1 2 3", log);
   parse_line("acquire 1 2 3 4x 5 ok", log);
-  parse_line("hold 1 2 3 4 5 0 mutex write 1 1 extra", log);
-  parse_line("hold 1 2 3 4 5 0 unknown_recipe write 1 1", log);
+  parse_line("hold 1 2 3 4 5 0 0 mutex write 1 1 extra", log);
+  parse_line("hold 1 2 3 4 5 0 0 unknown_recipe write 1 1", log);
+  parse_line("hold 1 2 3 4 5 0 mutex write 1 1", log);  // without LOCAL
   parse_line("final 1 2 maybe", log);
   parse_line("something else", log);
-  REQUIRE(log.holds.size() == 2);
+  REQUIRE(log.holds.size() == 3);
   CHECK(log.holds[0].token == 789);
   CHECK(log.holds[0].lost);
   CHECK(log.holds[0].kind == recipe::semaphore);
   CHECK(log.holds[0].leases == 2);
   CHECK(log.holds[0].capacity == 3);
   CHECK(log.holds[1].reader);
+  CHECK(log.holds[2].kind == recipe::handoff_mutex);
+  CHECK(log.holds[2].local == 17);
   REQUIRE(log.final_tries.size() == 1);
   CHECK_FALSE(log.final_tries[0].granted);
   REQUIRE(log.acquires.size() == 2);
   CHECK(log.acquires[0].end == 200);
   CHECK_FALSE(log.acquires[1].end);
   CHECK(log.orphans == 0);
-  CHECK(log.bad_lines.size() == 6);
+  CHECK(log.bad_lines.size() == 7);
+  CHECK(recipe_named("election_race") == recipe::election_race);
+  CHECK_FALSE(recipe_named("unknown_recipe"));
 }
 
 TEST_CASE("beside Curator: what involves a Curator worker is counted apart, zkasio's own pairs still must be zero") {
