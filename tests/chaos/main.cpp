@@ -4,7 +4,15 @@
 // the numbers that must be zero (two holders at once, fencing tokens out of
 // order, acquires that outlived their deadline, nodes left, crashes).
 //
-//   zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--curator N] [--json FILE]
+//   zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N]
+//                [--recipes LIST] [--curator N] [--json FILE]
+//
+// Each lock's recipe is drawn from the seed (a semaphore's N too, 2-4), all
+// different while there are recipes left; --recipes mutex,semaphore,...
+// names them instead, the list repeated over the locks. The long-hold lock
+// stays a mutex: the fault driver finds its holder in the mutex's queue
+// (holder_of), to fault it mid-hold; the lost signal that must end such a
+// hold is every recipe's, the same zkasio::lock.
 //
 // Beside zkasio's workers, `--curator N` Curator workers (CuratorWorker.java,
 // 8 threads each; 1 by default, 0 for none) contend on the same lock paths
@@ -48,15 +56,45 @@ struct driver_options {
   int workers = 4;
   int coroutines = 25;
   int locks = 3;
+  std::vector<recipe> recipes;  // forced, else drawn from the seed
   int curator = 1;
   std::string json;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "zkasio-chaos: " << problem
-            << "\nusage: zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N] [--curator N] "
-               "[--json FILE]\n";
+            << "\nusage: zkasio-chaos [--seconds N] [--seed S] [--workers N] [--coroutines N] [--locks N]"
+               " [--recipes LIST] [--curator N] [--json FILE]\n";
   std::exit(2);
+}
+
+std::vector<recipe> parse_recipes(const std::string& list) {
+  std::vector<recipe> recipes;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    auto kind = recipe_named(item);
+    if (!kind) usage("no recipe is called '" + item + "'");
+    recipes.push_back(*kind);
+  }
+  if (recipes.empty()) usage("--recipes names none");
+  return recipes;
+}
+
+// Each lock's recipe, and a semaphore's N (2-4), from the seed: the recipes
+// in an order drawn from it, so that a run covers `locks` of them and seeds
+// cover all; or --recipes' list, repeated.
+std::vector<lock_plan> plan_locks(const driver_options& o) {
+  std::seed_seq seeds{o.seed, 26u};  // not the fault driver's sequence
+  std::mt19937 random(seeds);
+  std::vector<recipe> order(std::begin(all_recipes), std::end(all_recipes));
+  std::shuffle(order.begin(), order.end(), random);
+  auto& from = o.recipes.empty() ? order : o.recipes;
+  std::vector<lock_plan> plans;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(o.locks); ++i) {
+    auto kind = from[i % from.size()];
+    plans.push_back({kind, kind == recipe::semaphore ? 2 + static_cast<int>(random() % 3) : 1});
+  }
+  return plans;
 }
 
 driver_options parse(int argc, char** argv) {
@@ -73,6 +111,7 @@ driver_options parse(int argc, char** argv) {
       else if (flag == "--locks") o.locks = std::stoi(value);
       else if (flag == "--curator") o.curator = std::stoi(value);
       else if (flag == "--json") o.json = value;
+      else if (flag == "--recipes") o.recipes = parse_recipes(value);
       else usage("unknown option '" + flag + "'");
     } catch (const std::logic_error&) {
       usage("'" + value + "' is not a number for " + flag);
@@ -83,30 +122,18 @@ driver_options parse(int argc, char** argv) {
   return o;
 }
 
-// The nodes left under the lock paths once every worker has ended (their
-// sessions closed; at most 20 s for the server to catch up).
-int nodes_left(const std::string& hosts, const std::string& root, int locks) {
+// The nodes of any session left at and under the lock paths once every
+// worker has ended (their sessions closed; at most 20 s for the server to
+// catch up).
+int all_nodes_left(const std::string& hosts, const std::string& root, int locks) {
   asio::io_context io;
   session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
   int left = -1;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        using asio::experimental::as_tuple;
-        auto until = std::chrono::steady_clock::now() + 20s;
-        asio::steady_timer retry(io);
-        for (;;) {
-          left = 0;
-          for (int i = 0; i <= locks; ++i) {  // (and the long-hold lock)
-            auto [ec, kids] = co_await s.async_get_children(lock_path(root, i), as_tuple(asio::use_awaitable));
-            if (ec && ec != zk_error::no_node) left = -1;
-            if (!ec && left >= 0) left += static_cast<int>(kids.names.size());
-          }
-          if (left == 0 || std::chrono::steady_clock::now() > until) break;
-          retry.expires_after(200ms);
-          co_await retry.async_wait(asio::use_awaitable);
-        }
-        co_await s.async_close(as_tuple(asio::use_awaitable));
+        left = co_await nodes_left(s, root, locks, std::nullopt);
+        co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
       },
       [](std::exception_ptr) {});
   io.run();
@@ -136,8 +163,10 @@ std::optional<int> holder_of(const std::string& hosts, const std::string& path) 
 std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 int drive(const driver_options& o) {
+  auto plans = plan_locks(o);
   std::cout << "zkasio-chaos: seed " << o.seed << ", " << o.seconds << " s, " << o.workers << " workers x "
-            << o.coroutines << " coroutines, " << o.locks << " locks and a long-hold lock" << std::endl;
+            << o.coroutines << " coroutines, " << o.locks << " locks (" << format(plans)
+            << ") and a long-hold mutex" << std::endl;
   test::zk_servers servers(test::server_options{.servers = 3});
   std::optional<test::java_program> curator;
   if (o.curator > 0) curator.emplace("tests/chaos/CuratorWorker.java", "CuratorWorker");
@@ -150,10 +179,10 @@ int drive(const driver_options& o) {
   worker_options base;
   base.root = root;
   base.locks = o.locks;
+  base.plans = plans;
   base.coroutines = o.coroutines;
   base.stop_at = std::chrono::duration_cast<std::chrono::nanoseconds>(stop_at.time_since_epoch()).count();
-  std::string recipes;  // each lock's, for Curator's workers
-  for (int i = 0; i <= o.locks; ++i) recipes += (i ? "," : "") + std::string("mutex");
+  auto recipes = format(plans) + ",mutex";  // each lock's, the long-hold lock's last, for Curator's workers
 
   std::vector<int> pids;
   std::vector<std::unique_ptr<test::process_guard>> guards;  // SIGKILL whatever is left, also on failure
@@ -195,7 +224,7 @@ int drive(const driver_options& o) {
                 << std::endl;
     }
   }
-  int left = nodes_left(servers.hosts(), root, o.locks);
+  int left = all_nodes_left(servers.hosts(), root, o.locks);
 
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
@@ -236,7 +265,8 @@ int drive(const driver_options& o) {
   for (auto& [kind, n] : by_kind) faults_json << (faults_json.tellp() > 0 ? ", " : "") << '"' << kind << "\": " << n;
   std::ostringstream json;
   json << "{\"seed\": " << o.seed << ", \"seconds\": " << o.seconds << ", \"workers\": " << o.workers
-       << ", \"coroutines\": " << o.coroutines << ", \"locks\": " << o.locks << ", \"acquisitions\": " << v.acquisitions
+       << ", \"coroutines\": " << o.coroutines << ", \"locks\": " << o.locks
+       << ", \"recipes\": \"" << format(plans) << "\", \"acquisitions\": " << v.acquisitions
        << ", \"acquire_failures\": " << v.acquire_failures << ", \"long_holds\": " << v.long_holds
        << ", \"acquisitions_by_recipe\": {" << by_recipe_json.str() << "}"
        << ", \"final_tries\": " << final_tries.size() << ", \"lost_signals\": " << v.lost_signals

@@ -30,8 +30,8 @@ std::optional<recipe> recipe_named(std::string_view n) {
 
 std::string format(const hold_record& h) {
   std::ostringstream out;
-  out << "hold " << h.worker << ' ' << h.lock << ' ' << h.grant << ' ' << h.end << ' ' << h.token << ' ' << h.local << ' '
-      << (h.lost ? 1 : 0) << ' ' << name(h.kind) << ' ' << (h.reader ? "read" : "write") << ' ' << h.leases << ' '
+  out << "hold " << h.worker << ' ' << h.lock << ' ' << h.grant << ' ' << h.end << ' ' << h.token << ' ' << h.local
+      << ' ' << (h.lost ? 1 : 0) << ' ' << name(h.kind) << ' ' << (h.reader ? "read" : "write") << ' ' << h.leases << ' '
       << h.capacity;
   return out.str();
 }
@@ -60,8 +60,8 @@ void parse_line(std::string_view line, worker_log& log) {
   bool read = false;
   in >> kind;
   if (kind == "hold") {
-    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> h.local >> lost >> recipe_name >> mode >>
-                             h.leases >> h.capacity) &&
+    read = static_cast<bool>(in >> h.worker >> h.lock >> h.grant >> h.end >> h.token >> h.local >> lost >>
+                             recipe_name >> mode >> h.leases >> h.capacity) &&
            (lost == 0 || lost == 1) && (mode == "read" || mode == "write");
     h.lost = lost == 1;
     h.reader = mode == "read";
