@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 #include <variant>
 #include <zkasio/election.hpp>
 #include <zkasio/mutex.hpp>

@@ -13,8 +13,8 @@
 // their lost signal must end the hold before the server expires their
 // session. Every grant and acquire is a line of its log (verdict.hpp). Then
 // it tries each lock object once more (a free lock must be granted: a
-// `final` line), counts the nodes of its session left under the lock paths,
-// closes its session and exits 0.
+// `final` line), counts the nodes of its session left at and under the
+// lock paths, closes its session and exits 0.
 #pragma once
 
 #include <asio/awaitable.hpp>
