@@ -6,7 +6,7 @@
 //   CuratorWorker INDEX HOSTS ROOT RECIPES STOP_AT LOG SEED SESSION_TIMEOUT_MS LONGEST_WAIT_MS THREADS
 //
 // RECIPES names the recipe of each lock ROOT/lock-I, comma-separated
-// ("mutex", "semaphore/N", ...); those with a Curator counterpart are taken
+// ("mutex", "semaphore:N", ...); those with a Curator counterpart are taken
 // by THREADS threads in a loop until STOP_AT (CLOCK_MONOTONIC in ns, which
 // is what System.nanoTime reads on Linux): InterProcessMutex,
 // InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch. A holder
@@ -82,9 +82,9 @@ public class CuratorWorker {
   }
 
   String path(int lock) { return root + "/lock-" + lock; }
-  String kind(int lock) { return recipes[lock].split("/")[0]; }
+  String kind(int lock) { return recipes[lock].split(":")[0]; }
   int capacity(int lock) {
-    String[] parts = recipes[lock].split("/");
+    String[] parts = recipes[lock].split(":");
     return parts.length > 1 ? Integer.parseInt(parts[1]) : 1;
   }
   // The recipes Curator has a counterpart of, on the same nodes.
@@ -198,7 +198,7 @@ public class CuratorWorker {
       }
       boolean lost = epoch() != epoch || holdFor((long) (random.nextDouble() * 5_000_000), epoch);
       long end = System.nanoTime();
-      append("hold " + index + " " + lock + " " + granted + " " + end + " " + token + " " + (lost ? 1 : 0) + " "
+      append("hold " + index + " " + lock + " " + granted + " " + end + " " + token + " 0 " + (lost ? 1 : 0) + " "
              + kind(lock) + " " + (reader && kind(lock).equals("shared_mutex") ? "read" : "write") + " "
              + (kind(lock).equals("semaphore") ? leases : 1) + " " + capacity(lock));
       try {
