@@ -197,10 +197,18 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
       ++(f.curator ? v.curator.wedged_locks : v.wedged_locks);
       example(v, std::string(f.curator ? "Curator: " : "") + "a free lock not granted: " + format(f));
     }
+  // The last moment a Curator contender was at each lock: its acquires
+  // overrun their deadlines under faults, queued ahead meanwhile.
+  std::map<int, ns> curator_until;
+  for (auto& a : acquires)
+    if (a.curator && a.end) curator_until[a.lock] = std::max(curator_until[a.lock], *a.end);
+  for (auto& h : holds)
+    if (h.curator) curator_until[h.lock] = std::max(curator_until[h.lock], h.end);
   for (auto& a : acquires) {
     if (a.result != "ok" && !a.curator) ++v.acquire_failures;
-    // Without a deadline, an acquire must complete once the faults stop.
-    ns due = (a.deadline < 0 ? faults_end : a.deadline) + grace;
+    // Without a deadline, an acquire must complete once the faults stop
+    // (and once no Curator contender is left ahead of it).
+    ns due = (a.deadline < 0 ? std::max(faults_end, curator_until[a.lock]) : a.deadline) + grace;
     bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
     if (late) {
       ++(a.curator ? v.curator.late_acquires : v.late_acquires);

@@ -226,3 +226,18 @@ TEST_CASE("a grant of a node after its holder was told it was lost is a grant af
   holds = {{0, 0, 0, 10 * ms, 7, true}, {1, 0, 20 * ms, 30 * ms, 8, false}};
   CHECK(judge(holds, {}, {}, grace).grants_after_loss == 0);
 }
+
+TEST_CASE("beside Curator: an acquire without a deadline is due once the faults stopped and Curator's contenders left its lock") {
+  // Curator's acquire on lock 0 overran its deadline until 4 s past the
+  // faults' end, ahead in the queue: zkasio's acquire without a deadline,
+  // granted 4.5 s past the faults' end, is not late; on lock 1 it would be.
+  acquire_record curator{9, 0, 0, 5000 * ms, 1000 * ms, "timeout"};
+  curator.curator = true;
+  ns faults_end = 1000 * ms;
+  acquire_record zk{0, 0, 500 * ms, 5500 * ms, -1, "ok"};
+  auto v = judge({}, {curator, zk}, {}, grace, {}, faults_end);
+  CHECK(v.late_acquires == 0);
+  CHECK(v.curator.late_acquires == 1);
+  zk.lock = 1;
+  CHECK(judge({}, {curator, zk}, {}, grace, {}, faults_end).late_acquires == 1);
+}
