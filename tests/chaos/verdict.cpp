@@ -197,18 +197,18 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
       ++(f.curator ? v.curator.wedged_locks : v.wedged_locks);
       example(v, std::string(f.curator ? "Curator: " : "") + "a free lock not granted: " + format(f));
     }
-  // The last moment a Curator contender was at each lock: its acquires
-  // overrun their deadlines under faults, queued ahead meanwhile.
-  std::map<int, ns> curator_until;
+  // The last moment an acquire with a deadline, or Curator's, was at each
+  // lock: queued ahead of one without a deadline, it may hold the queue
+  // until then (a semaphore's acquire holds its mutex while it waits for
+  // room; Curator's acquires overrun their deadlines under faults).
+  std::map<int, ns> bounded_until;
   for (auto& a : acquires)
-    if (a.curator && a.end) curator_until[a.lock] = std::max(curator_until[a.lock], *a.end);
-  for (auto& h : holds)
-    if (h.curator) curator_until[h.lock] = std::max(curator_until[h.lock], h.end);
+    if ((a.deadline >= 0 || a.curator) && a.end) bounded_until[a.lock] = std::max(bounded_until[a.lock], *a.end);
   for (auto& a : acquires) {
     if (a.result != "ok" && !a.curator) ++v.acquire_failures;
-    // Without a deadline, an acquire must complete once the faults stop
-    // (and once no Curator contender is left ahead of it).
-    ns due = (a.deadline < 0 ? std::max(faults_end, curator_until[a.lock]) : a.deadline) + grace;
+    // Without a deadline, an acquire must complete once the faults stop and
+    // those ahead of it that could hold the queue are gone.
+    ns due = (a.deadline < 0 ? std::max(faults_end, bounded_until[a.lock]) : a.deadline) + grace;
     bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
     if (late) {
       ++(a.curator ? v.curator.late_acquires : v.late_acquires);

@@ -227,17 +227,23 @@ TEST_CASE("a grant of a node after its holder was told it was lost is a grant af
   CHECK(judge(holds, {}, {}, grace).grants_after_loss == 0);
 }
 
-TEST_CASE("beside Curator: an acquire without a deadline is due once the faults stopped and Curator's contenders left its lock") {
-  // Curator's acquire on lock 0 overran its deadline until 4 s past the
-  // faults' end, ahead in the queue: zkasio's acquire without a deadline,
-  // granted 4.5 s past the faults' end, is not late; on lock 1 it would be.
+TEST_CASE("an acquire without a deadline is due once the faults stopped and the acquires with one (or Curator's) left its lock") {
+  // On lock 0 an acquire with a deadline (a semaphore's, holding its mutex
+  // while it waits for room) and a Curator acquire (past its deadline)
+  // were there until 3 s and 4 s past the faults' end: zkasio's acquire
+  // without a deadline, granted 4.5 s past it, is not late; on lock 1 it is.
+  ns faults_end = 1000 * ms;
+  acquire_record bounded{1, 0, 0, 4000 * ms, 4000 * ms, "lock_timeout"};
   acquire_record curator{9, 0, 0, 5000 * ms, 1000 * ms, "timeout"};
   curator.curator = true;
-  ns faults_end = 1000 * ms;
   acquire_record zk{0, 0, 500 * ms, 5500 * ms, -1, "ok"};
-  auto v = judge({}, {curator, zk}, {}, grace, {}, faults_end);
+  auto v = judge({}, {bounded, curator, zk}, {}, grace, {}, faults_end);
   CHECK(v.late_acquires == 0);
   CHECK(v.curator.late_acquires == 1);
   zk.lock = 1;
-  CHECK(judge({}, {curator, zk}, {}, grace, {}, faults_end).late_acquires == 1);
+  CHECK(judge({}, {bounded, curator, zk}, {}, grace, {}, faults_end).late_acquires == 1);
+  // Never completed: late whatever was ahead.
+  zk.lock = 0;
+  zk.end.reset();
+  CHECK(judge({}, {bounded, curator, zk}, {}, grace, {}, faults_end).late_acquires == 1);
 }
