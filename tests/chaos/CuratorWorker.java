@@ -47,8 +47,8 @@ public class CuratorWorker {
   // change of it may be lost.
   long lostEpoch = 0;
 
-  // One grant: its fencing token (its node's czxid, 0 where the recipe's
-  // holders share the lock), whether read, its leases; release() gives it back.
+  // One grant: its fencing token (its node's czxid; 0 where the recipe's
+  // holders share the lock, or when not known); release() gives it back.
   interface Held {
     long token() throws Exception;
     void release() throws Exception;
@@ -94,9 +94,12 @@ public class CuratorWorker {
         || k.equals("election_fair");
   }
 
+  // The czxid of `node` if this session owns it; else 0 (not known: after
+  // a fault the node looked up may be gone, or another's).
   long czxid(String node) throws Exception {
     Stat st = client.checkExists().forPath(node);
-    return st == null ? 0 : st.getCzxid();
+    long session = client.getZookeeperClient().getZooKeeper().getSessionId();
+    return st == null || st.getEphemeralOwner() != session ? 0 : st.getCzxid();
   }
 
   // A contender of `lock`'s recipe: `reader` picks a read/write lock's side,
@@ -130,7 +133,8 @@ public class CuratorWorker {
         InterProcessMutex mutex = new InterProcessMutex(client, p);
         return waitMs -> {
           if (!mutex.acquire(waitMs, TimeUnit.MILLISECONDS)) return null;
-          // The holder's node is the first of the queue: its own.
+          // The holder's node is the first of the queue: its own, if its
+          // session's (else the token is not known: 0).
           String first = mutex.getParticipantNodes().iterator().next();
           return held(czxid(p + "/" + first.substring(first.lastIndexOf('/') + 1)), mutex::release);
         };

@@ -163,6 +163,8 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
   for (auto& [lock, list] : by_lock) {
     std::sort(list.begin(), list.end(), [](auto& a, auto& b) { return a.grant < b.grant; });
     std::vector<const hold_record*> held;  // the holds before that had not ended at this grant
+    const hold_record* greatest_zkasio = nullptr;  // of the zkasio grants so far, the greatest token
+    const hold_record* previous = nullptr;         // the grant before, its token known
     for (std::size_t i = 0; i < list.size(); ++i) {
       auto& h = list[i];
       std::erase_if(held, [&](auto* earlier) { return earlier->end <= h.grant; });
@@ -174,18 +176,34 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
         example(v, "lock " + std::to_string(lock) + ": " + describe(h) + " began beside " +
                        std::to_string(held.size()) + " holds" + (held.empty() ? "" : ", one " + describe(*held.front())));
       }
-      if (i > 0 && tokens_rise(h.kind) && fence_of(h) <= fence_of(list[i - 1])) {
-        ++(h.curator || list[i - 1].curator ? v.curator.tokens_out_of_order : v.tokens_out_of_order);
-        example(v, "lock " + std::to_string(lock) + ": token of " + describe(h) + " not above " + describe(list[i - 1]));
+      // zkasio's grants against the greatest earlier zkasio grant (a
+      // Curator grant between them hides nothing); against a Curator grant
+      // just before, or Curator's own, apart. (A Curator token of 0: not
+      // known, compared with nothing.)
+      if (tokens_rise(h.kind) && (!h.curator || h.token != 0)) {
+        if (!h.curator && greatest_zkasio && fence_of(h) <= fence_of(*greatest_zkasio)) {
+          ++v.tokens_out_of_order;
+          example(v, "lock " + std::to_string(lock) + ": token of " + describe(h) + " not above " +
+                         describe(*greatest_zkasio));
+        } else if (previous && (h.curator || previous->curator) && fence_of(h) <= fence_of(*previous)) {
+          ++v.curator.tokens_out_of_order;
+          example(v, "lock " + std::to_string(lock) + ": token of " + describe(h) + " not above " + describe(*previous));
+        }
       }
+      if (tokens_rise(h.kind) && !h.curator && (!greatest_zkasio || fence_of(h) > fence_of(*greatest_zkasio)))
+        greatest_zkasio = &h;
+      if (!h.curator || h.token != 0) previous = &h;
       held.push_back(&h);
     }
-    // A node whose holder was told it was lost is granted no more (a
+    // A node whose zkasio holder was told it was lost is granted no more (a
     // reentry, or a hand-over in memory, of a lost hold): its token, the
-    // node's czxid, in no later grant.
+    // node's czxid, in no later grant. (Not keyed on Curator's holds: its
+    // token is looked up after its grant, and after a fault may be
+    // another's node.)
     std::map<std::int64_t, ns> lost_at;  // token -> the first lost signal
     for (auto& h : list)
-      if (h.lost && h.token != 0 && (!lost_at.count(h.token) || h.end < lost_at[h.token])) lost_at[h.token] = h.end;
+      if (h.lost && !h.curator && h.token != 0 && (!lost_at.count(h.token) || h.end < lost_at[h.token]))
+        lost_at[h.token] = h.end;
     for (auto& h : list)
       if (auto it = lost_at.find(h.token); it != lost_at.end() && h.grant > it->second) {
         ++(h.curator ? v.curator.grants_after_loss : v.grants_after_loss);
@@ -197,18 +215,29 @@ verdict judge(const std::vector<hold_record>& holds, const std::vector<acquire_r
       ++(f.curator ? v.curator.wedged_locks : v.wedged_locks);
       example(v, std::string(f.curator ? "Curator: " : "") + "a free lock not granted: " + format(f));
     }
-  // The last moment an acquire with a deadline, or Curator's, was at each
-  // lock: queued ahead of one without a deadline, it may hold the queue
-  // until then (a semaphore's acquire holds its mutex while it waits for
-  // room; Curator's acquires overrun their deadlines under faults).
-  std::map<int, ns> bounded_until;
-  for (auto& a : acquires)
-    if ((a.deadline >= 0 || a.curator) && a.end) bounded_until[a.lock] = std::max(bounded_until[a.lock], *a.end);
+  // Without a deadline, an acquire must complete once the faults stop and
+  // those that may be ahead of it, holding the queue, are gone: the acquires
+  // with a deadline, or Curator's, at its lock, started before it or during
+  // the faults (a semaphore's acquire holds its mutex while it waits for
+  // room; Curator's acquires overrun their deadlines under faults). Not
+  // the final tries, which start after the faults, behind it.
+  // By lock: those acquires' starts in order, each with the latest end of
+  // those started until then.
+  std::map<int, std::vector<std::pair<ns, ns>>> bounded;
+  for (auto& b : acquires)
+    if ((b.deadline >= 0 || b.curator) && b.end) bounded[b.lock].emplace_back(b.start, *b.end);
+  for (auto& [lock, starts] : bounded) {
+    std::sort(starts.begin(), starts.end());
+    for (std::size_t i = 1; i < starts.size(); ++i) starts[i].second = std::max(starts[i].second, starts[i - 1].second);
+  }
+  auto due_without_deadline = [&](const acquire_record& a) {
+    auto& starts = bounded[a.lock];
+    auto after = std::lower_bound(starts.begin(), starts.end(), std::pair(std::max(a.start, faults_end), ns{0}));
+    return after == starts.begin() ? faults_end : std::max(faults_end, std::prev(after)->second);
+  };
   for (auto& a : acquires) {
     if (a.result != "ok" && !a.curator) ++v.acquire_failures;
-    // Without a deadline, an acquire must complete once the faults stop and
-    // those ahead of it that could hold the queue are gone.
-    ns due = (a.deadline < 0 ? std::max(faults_end, bounded_until[a.lock]) : a.deadline) + grace;
+    ns due = (a.deadline < 0 ? due_without_deadline(a) : a.deadline) + grace;
     bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
     if (late) {
       ++(a.curator ? v.curator.late_acquires : v.late_acquires);

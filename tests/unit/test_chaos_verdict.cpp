@@ -247,3 +247,37 @@ TEST_CASE("an acquire without a deadline is due once the faults stopped and the 
   zk.end.reset();
   CHECK(judge({}, {bounded, curator, zk}, {}, grace, {}, faults_end).late_acquires == 1);
 }
+
+TEST_CASE("beside Curator: a zkasio token regression is caught across a Curator grant; Curator's unknown token (0) is compared with nothing") {
+  auto curator = [](hold_record h) {
+    h.curator = true;
+    return h;
+  };
+  // zkasio 100, Curator 105, zkasio 90: zkasio's own regression.
+  std::vector<hold_record> holds{{0, 0, 0, 10 * ms, 100, false}, curator({9, 0, 20 * ms, 30 * ms, 105, false}),
+                                 {1, 0, 40 * ms, 50 * ms, 90, false}};
+  auto v = judge(holds, {}, {}, grace);
+  CHECK(v.tokens_out_of_order == 1);
+  // The same with Curator's token unknown.
+  holds[1].token = 0;
+  v = judge(holds, {}, {}, grace);
+  CHECK(v.tokens_out_of_order == 1);
+  CHECK(v.curator.tokens_out_of_order == 0);
+}
+
+TEST_CASE("beside Curator: a lost Curator hold keys no grant after a loss (its token may be another's node)") {
+  // Curator's token looked up after a fault names zkasio's node 7, and its
+  // hold ended lost; zkasio's grant of node 7 afterwards is no loss of its own.
+  hold_record curators{9, 0, 0, 10 * ms, 7, true};
+  curators.curator = true;
+  std::vector<hold_record> holds{curators, {0, 0, 20 * ms, 30 * ms, 7, false}};
+  CHECK(judge(holds, {}, {}, grace).grants_after_loss == 0);
+}
+
+TEST_CASE("an acquire without a deadline is not excused by acquires that started after it and after the faults (final tries)") {
+  ns faults_end = 1000 * ms;
+  // A hung 20 s past the faults; a final try queued behind it, granted just after it.
+  acquire_record a{0, 0, 500 * ms, 21000 * ms, -1, "ok"};
+  acquire_record final_try_behind{1, 0, 2000 * ms, 21100 * ms, 33000 * ms, "ok"};
+  CHECK(judge({}, {a, final_try_behind}, {}, grace, {}, faults_end).late_acquires == 1);
+}

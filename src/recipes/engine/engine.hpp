@@ -18,10 +18,13 @@
 //                       decided by race_acquire.cpp
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
 //   lock.cpp            the lock object and owner
-// and, beside them, the decisions without I/O: queue_rule.cpp (each recipe's
-// rule), known_nodes.cpp (this process's knowledge of its nodes),
-// acquire_flow.cpp, fair_acquire.cpp, lease_acquire.cpp, room_wait.cpp and
-// race_acquire.cpp (the state machines), decisions.hpp (what they share).
+// and, beside them, in the folders beside engine/: the rules without I/O
+// (rules/: queue_rule.cpp, each recipe's rule, and lock_queue.cpp, node
+// names; decisions.hpp, what the machines share), the state machines
+// (machines/: acquire_flow, fair_acquire, lease_acquire, room_wait,
+// race_acquire, and hold_watch, the holder's monitor's decisions), and what
+// a process knows across its lock objects (process_wide/: known_nodes,
+// local_turns).
 // The parts call one another without cycles: engine_nodes calls none of
 // the others; engine_hold calls engine_nodes; engine_acquire both; the
 // runners (acquire_runner, engine_leases, engine_race) and engine_leader
