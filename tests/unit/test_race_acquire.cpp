@@ -280,6 +280,22 @@ TEST_CASE("the session expired: session_expired (or the failure that told), whic
   CHECK(failure<ra>(parents_later.resume(ra::parents_made{}, later_session())) == expired);
 }
 
+TEST_CASE("a create or a look answered in a session that ended before it was read: session_expired, never granted") {
+  // A process paused past its timeout reads, on waking, the answer that
+  // came before the pause, once the next session is connected and sure:
+  // the node went with the first session (another may hold the lock now).
+  // Found by the chaos suite (seed 600, a race_mutex): granted the old
+  // incarnation, its lost signal 0.3 ms later, its token below the last.
+  auto next_session_sure = ra::look{.generation = generation + 1, .session_id = other_session, .sure = true};
+  auto created = creating();
+  CHECK(failure<ra>(created.resume(ra::created{{}, owned_by(my_session)}, next_session_sure)) ==
+        zk_error::session_expired);
+  // The look after a lost reply, the same way: its own node, of the session that ended.
+  auto found = finding();
+  CHECK(failure<ra>(found.resume(ra::looked_up{{}, owned_by(my_session)}, next_session_sure)) ==
+        zk_error::session_expired);
+}
+
 TEST_CASE("cut off while watching: it rides through, connected again, and races again") {
   auto fsm = watching();
   auto next = fsm.resume(ra::gone{cut_off()}, now());

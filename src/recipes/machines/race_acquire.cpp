@@ -56,6 +56,10 @@ race_acquire::action race_acquire::create_node(const look& now) {
 }
 
 race_acquire::action race_acquire::on_created(const created& c, const look& now) {
+  // Answered in a session that has ended since (a process paused past its
+  // timeout reads the answer on waking, after the next session began): the
+  // node went with it, whatever the next session's sureness says.
+  if (!c.ec && now.generation != generation_) return failed(code(zk_error::session_expired));
   if (!c.ec && now.sure) return finish(granted{c.stat});
   if (c.ec == zk_error::node_exists && !checked_own_) {
     stage_ = stage::own_look;
@@ -112,6 +116,7 @@ race_acquire::action race_acquire::on_found(const looked_up& l, const look& now)
   if (rides_through(l.ec, now)) return find(l.ec);
   if (l.ec) return failed(l.ec);
   if (!l.stat || l.stat->ephemeral_owner != session_id_) return create_node(now);  // not made, or not this session's
+  if (now.generation != generation_) return failed(code(zk_error::session_expired));  // (as on_created)
   if (now.sure) return finish(granted{*l.stat});
   if (now.never_sure) return failed(now.never_sure);
   return find({});  // a look too old to be sure of the session: looked up again
