@@ -24,6 +24,11 @@ bool fair_acquire::rides_through(std::error_code ec, const acquire_world& world)
   return detail::rides_through(ec, c_.one_look, world.generation(), generation_);
 }
 
+std::optional<fair_acquire::action> fair_acquire::ended_with_session(const acquire_world& world) {
+  if (world.generation() == generation_) return std::nullopt;
+  return failed(code(zk_error::session_expired));
+}
+
 fair_acquire::action fair_acquire::finish(action a) {
   stage_ = stage::finished;
   own_ = own_watch::none;
@@ -67,7 +72,7 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
     case stage::parents_retry:
       return std::visit(overloaded{[&](const connected& c) -> action {
                                      if (c.ec) return failed(c.ec);
-                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     if (auto ended = ended_with_session(world)) return *ended;
                                      return create(world);
                                    },
                                    broken},
@@ -75,7 +80,7 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
     case stage::finding_connect:
       return std::visit(overloaded{[&](const connected& c) -> action {
                                      if (c.ec) return failed(c.ec);
-                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     if (auto ended = ended_with_session(world)) return *ended;
                                      // Maybe another server now: it must have seen the
                                      // create, if the leader applied it, before it is asked.
                                      stage_ = stage::finding_sync;
@@ -95,7 +100,7 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
     case stage::finding_list:
       return std::visit(overloaded{[&](const listed& l) -> action {
                                      // (A listing answered in a later session would not show the node either.)
-                                     if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+                                     if (auto ended = ended_with_session(world)) return *ended;
                                      if (rides_through(l.ec, world)) return find(l.ec);
                                      if (l.ec == zk_error::no_node) return create(world);  // the parent went: so did the node
                                      if (l.ec) return failed(l.ec);
@@ -201,7 +206,7 @@ fair_acquire::action fair_acquire::find(std::error_code after) {
 
 fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& world) {
   auto view = std::exchange(found_in_, nullptr);
-  if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+  if (auto ended = ended_with_session(world)) return *ended;
   if (rides_through(l.ec, world)) return find(l.ec);
   if (l.ec) return failed(l.ec);
   if (!l.stat || l.stat->ephemeral_owner != world.session_id()) return create(world);  // not ours: create again
@@ -230,7 +235,7 @@ fair_acquire::action fair_acquire::decide_on(std::error_code ec, std::shared_ptr
                                              acquire_world& world) {
   if (rides_through(ec, world) && !node_.name.empty()) return relist(ec);
   if (ec) return failed(ec);
-  if (world.generation() != generation_) return failed(code(zk_error::session_expired));
+  if (auto ended = ended_with_session(world)) return *ended;
   auto verdict = decide(*view, node_, exempt());
   view.reset();  // a waiter keeps no listing: there may be thousands of both
   switch (verdict.what) {

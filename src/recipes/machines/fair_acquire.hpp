@@ -213,6 +213,9 @@ class fair_acquire {
   action on_found(const looked_up& e, acquire_world& world);
   action finish(action a);
   action failed(std::error_code ec) { return finish(fail{ec}); }
+  // The session it began in has ended (its node, if made, went with it):
+  // session_expired, if so.
+  std::optional<action> ended_with_session(const acquire_world& world);
   // A failure it rides through: the connection lost or the server busy, in
   // its own session (a try does not).
   bool rides_through(std::error_code ec, const acquire_world& world) const;

@@ -6,6 +6,11 @@
 
 namespace zkasio::detail {
 
+std::optional<race_acquire::action> race_acquire::ended_with_session(const look& now) {
+  if (now.generation == generation_) return std::nullopt;
+  return failed(code(zk_error::session_expired));
+}
+
 race_acquire::action race_acquire::finish(action a) {
   stage_ = stage::finished;
   return a;
@@ -33,7 +38,7 @@ race_acquire::action race_acquire::take_session_turn(const look& now) {
 race_acquire::action race_acquire::on_turn(const turn_taken& t, const look& now) {
   if (t.ec) return failed(t.ec);
   // The line it queued in was its session's: a later one's node is not its.
-  if (now.generation != generation_) return failed(code(zk_error::session_expired));
+  if (auto ended = ended_with_session(now)) return *ended;
   if (!t.taken) return failed(code(error::lock_busy));
   return identify(now);
 }
@@ -50,7 +55,7 @@ race_acquire::action race_acquire::identify(const look& now) {
 }
 
 race_acquire::action race_acquire::create_node(const look& now) {
-  if (now.generation != generation_) return failed(code(zk_error::session_expired));
+  if (auto ended = ended_with_session(now)) return *ended;
   stage_ = stage::creating;
   return create{};
 }
@@ -59,8 +64,10 @@ race_acquire::action race_acquire::on_created(const created& c, const look& now)
   // Answered in a session that has ended since (a process paused past its
   // timeout reads the answer on waking, after the next session began): the
   // node went with it, whatever the next session's sureness says.
-  if (!c.ec && now.generation != generation_) return failed(code(zk_error::session_expired));
-  if (!c.ec && now.sure) return finish(granted{c.stat});
+  if (!c.ec) {
+    if (auto ended = ended_with_session(now)) return *ended;
+    if (now.sure) return finish(granted{c.stat});
+  }
   if (c.ec == zk_error::node_exists && !checked_own_) {
     stage_ = stage::own_look;
     return look_up{};
@@ -116,7 +123,7 @@ race_acquire::action race_acquire::on_found(const looked_up& l, const look& now)
   if (rides_through(l.ec, now)) return find(l.ec);
   if (l.ec) return failed(l.ec);
   if (!l.stat || l.stat->ephemeral_owner != session_id_) return create_node(now);  // not made, or not this session's
-  if (now.generation != generation_) return failed(code(zk_error::session_expired));  // (as on_created)
+  if (auto ended = ended_with_session(now)) return *ended;  // (as on_created)
   if (now.sure) return finish(granted{*l.stat});
   if (now.never_sure) return failed(now.never_sure);
   return find({});  // a look too old to be sure of the session: looked up again
@@ -128,10 +135,10 @@ race_acquire::action race_acquire::on_connected(std::error_code ec, const look& 
     case stage::connecting:
       return take_session_turn(now);
     case stage::identifying:
-      if (now.generation != generation_) return failed(code(zk_error::session_expired));
+      if (auto ended = ended_with_session(now)) return *ended;
       return identify(now);
     case stage::find_connect:
-      if (now.generation != generation_) return failed(code(zk_error::session_expired));
+      if (auto ended = ended_with_session(now)) return *ended;
       // Maybe another server now: it must have seen the create, if the
       // leader applied it, before it is asked.
       stage_ = stage::find_sync;

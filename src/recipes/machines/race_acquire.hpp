@@ -121,6 +121,9 @@ class race_acquire {
   action on_connected(std::error_code ec, const look& now);
   action finish(action a);
   action failed(std::error_code ec) { return finish(fail{ec}); }
+  // The session it began in has ended (its node, if made, went with it):
+  // session_expired, if so.
+  std::optional<action> ended_with_session(const look& now);
   // A failure it rides through: the connection lost or the server busy, in
   // its own session (a try does not).
   bool rides_through(std::error_code ec, const look& now) const;
