@@ -179,6 +179,18 @@ TEST_CASE("behind another session's node a waiter watches its own node: once sur
     w.belows = {{}};
     CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));
   }
+  SUBCASE("the exists answered, but read after a reconnection: it may have come on the connection before, so it is checked") {
+    // (The simulation, with replies read late, found it granted: its node
+    // deleted by an operator, the connection cut, the exists's answer made
+    // before the delete read after the reconnection, then the predecessor's
+    // deletion, in no order after it.)
+    fa m(mutex_contender());
+    start(m);
+    ++w.connections;
+    CHECK(is<fa::keep_waiting>(m.resume(fa::own_checked{{}, owned_by(my_session)}, w)));
+    w.belows = {{}};
+    CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));
+  }
   SUBCASE("a node of its name but another incarnation (another czxid): lock_lost") {
     fa m(mutex_contender());
     start(m);

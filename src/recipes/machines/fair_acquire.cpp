@@ -259,7 +259,10 @@ fair_acquire::action fair_acquire::wait_for(std::string predecessor, acquire_wor
   predecessor_here_ = world.here(predecessor_, generation_);
   stage_ = stage::waiting;
   bool watch_own = !predecessor_here_ && own_ == own_watch::none;
-  if (watch_own) own_ = own_watch::asked;
+  if (watch_own) {
+    own_ = own_watch::asked;
+    own_connection_ = world.connection();
+  }
   return wait_gone{predecessor_, predecessor_here_, watch_own};
 }
 
@@ -276,8 +279,11 @@ fair_acquire::action fair_acquire::on_own(const event& e, acquire_world& world) 
     const auto& st = checked->stat;
     if (st && st->czxid == stat_.czxid && st->ephemeral_owner == stat_.ephemeral_owner &&
         st->ephemeral_owner == world.session_id()) {
-      own_ = own_watch::sure;
-      own_connection_ = world.connection();
+      // Sure in the connection it was asked in, if that is still the one:
+      // an answer read after a reconnection (its completion ran late) may
+      // have come on the connection before, and the events after the
+      // reconnection come in no order of the changes.
+      own_ = own_connection_ == world.connection() ? own_watch::sure : own_watch::none;
       return keep_waiting{};
     }
   } else if (std::get<own_gone>(e).ec) {  // the watch failed: checked before the grant

@@ -238,7 +238,7 @@ class fair_acquire {
   // The watch on its own node: none, asked (its exists not answered yet),
   // or sure (set, and the node was there after it).
   enum class own_watch : std::uint8_t { none, asked, sure } own_ = own_watch::none;
-  std::uint64_t own_connection_ = 0;  // the connection it was sure in
+  std::uint64_t own_connection_ = 0;  // the connection its own node's watch was asked in
 };
 
 }  // namespace zkasio::detail
