@@ -85,6 +85,20 @@ TEST_CASE("the mutex not taken: its failure, as it is (its acquire has ridden th
   CHECK(std::get<la::fail>(end).after_removal);
 }
 
+TEST_CASE("a lease's answer read after its session ended: no lease is made in the session that follows") {
+  // A process paused past its session's timeout reads, on waking, the
+  // answer of a create made in the old session, the next one connected
+  // already (the simulation's schedule that found it made lease 1 in the
+  // new session, and the runner left it there).
+  auto fsm = started();
+  CHECK(makes_lease(fsm.resume(la::mutex_taken{}, now())) == 0);
+  CHECK(failure<la>(fsm.resume(la::lease_made{{}, generation}, next_session())) == zk_error::session_expired);
+  auto requeued = started(2, 3, false, true);
+  CHECK(makes_lease(requeued.resume(la::mutex_taken{}, now())) == 0);
+  CHECK(takes_mutex(requeued.resume(la::lease_made{{}, generation}, next_session())));
+  CHECK(requeued.generation() == generation + 1);
+}
+
 TEST_CASE("a lease made in a later session than the mutex: the mutex went with its session") {
   // Even the first: lost with its mutex, it did not wait beside another
   // acquirer, but it lived through an expiry, which the caller is told of

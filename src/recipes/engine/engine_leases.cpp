@@ -114,9 +114,12 @@ asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(s
                                     request.deadline);
         e = lease_acquire::room_ended{ec, watch->is_set()};
       }
-      // A failed attempt's leases go before what follows is decided.
-      if (std::visit([](auto& ended) { return bool(ended.ec); }, e)) removing = discard(leases, std::exchange(mine, {}));
       next = fsm.resume(e, now());
+      // The attempt left (failed, or another begins), whatever the event
+      // said (a lease answered without an error in a session that has
+      // ended): its leases go before what follows is carried out.
+      if (std::holds_alternative<lease_acquire::take_mutex>(next) || std::holds_alternative<lease_acquire::fail>(next))
+        removing = discard(leases, std::exchange(mine, {}));
     }
   } catch (const std::system_error& e) {
     discard(leases, std::move(mine));

@@ -35,8 +35,12 @@ lease_acquire::action lease_acquire::resume(const event& e, const look& now) {
     case stage::leases:
       if (auto* l = std::get_if<lease_made>(&e)) {
         auto ec = l->ec;
-        // (The mutex, and any lease made before, went with their session.)
-        if (!ec && l->generation != generation_) ec = code(zk_error::session_expired);
+        // (The mutex, and any lease made before, went with their session;
+        // so they did if it has ended by the time this answer is read, as a
+        // process paused past its session's timeout reads it on waking: no
+        // lease is made in the session that follows.)
+        if (!ec && (l->generation != generation_ || now.generation != generation_))
+          ec = code(zk_error::session_expired);
         if (ec) return attempt_failed(ec, false, now);
         if (++made_ < request_.count) return make_lease{made_};
         stage_ = stage::room;

@@ -7,8 +7,9 @@
 //
 // What it decides around the attempts:
 // - a count outside 1..max: invalid_lease_count, nothing made;
-// - a lease made in a later session than the mutex was taken in (the mutex,
-//   and any lease made before, went with the old one): session_expired;
+// - a lease made in a later session than the mutex was taken in, or its
+//   answer read once that session has ended (the mutex, and any lease made
+//   before, went with it): session_expired;
 // - the mutex lost while it waited for room (room_wait ends with lock_lost):
 //   its leases are deleted and, as it held no lease, nothing is lost to the
 //   caller: in the same session it queues again for the mutex, within its
@@ -16,8 +17,9 @@
 // - after an expiry, with requeue_on_expiry: another attempt in the session
 //   that follows (decisions.hpp's queues_again);
 // - lock_busy (a try) reported once its leases are gone.
-// A failed attempt's leases are always deleted (in the background) by the
-// runner, before it feeds the failure in. The runner (engine_leases.cpp)
+// An attempt's leases are always deleted (in the background) by the runner
+// when the machine leaves the attempt (fail, or take_mutex again), whatever
+// the event was: an answer without an error can end it too. The runner (engine_leases.cpp)
 // carries the actions out, the deadline over each of them; unit-tested by
 // scripted events in tests/unit/test_lease_acquire.cpp.
 #pragma once
