@@ -4,7 +4,8 @@
 // an expiry, lock_busy, and the deadline or the caller's cancellation in
 // every state, with the interleavings no server can be made to produce at
 // will: the lead or the lock handed over in the tick the deadline fires, a
-// late reply of what was stopped, the lead handed over across an expiry.
+// late reply of what was stopped, the lead or the lock handed over across an
+// expiry.
 #include <doctest/doctest.h>
 
 #include <asio/error.hpp>
@@ -133,14 +134,38 @@ TEST_CASE("the local run led by another: a try is busy at once, with nothing que
   CHECK_FALSE(std::get<af::fail>(end).after_removal);
 }
 
-TEST_CASE("waiting in the local run: handed the lock in memory, it completes with it, whatever the session does") {
+TEST_CASE("waiting in the local run: handed the lock in memory, it completes with it while the lock's session lives") {
   // (The lock handed over is the run's hold's: if that is lost, its own lost
   // signal tells the new holder, as it tells any grant of the hold.)
-  for (auto now : {connected(true), disconnected(), next_being_made(), next_session()}) {
+  for (auto now : {connected(true), disconnected()}) {
     auto flow = waiting_in_run();
-    CHECK(std::holds_alternative<af::take_handed>(flow.resume(af::handed{.lock = true}, now)));
+    CHECK(std::holds_alternative<af::take_handed>(flow.resume(af::handed{.lock = true, .generation = generation}, now)));
     CHECK(flow.finished());
   }
+}
+
+TEST_CASE("handed a lock whose session has ended: its node went with it, and the waiter leads the run instead") {
+  // A process paused past its session's timeout wakes to the hand-over, the
+  // next session connected already (the simulation found it granted).
+  auto lock_of_old = af::handed{.lock = true, .generation = generation};
+  auto plain = waiting_in_run();
+  CHECK(failure<af>(plain.resume(lock_of_old, next_session())) == zk_error::session_expired);
+  CHECK_FALSE(plain.leads());
+
+  auto requeued = waiting_in_run({.local_run = true, .requeue_on_expiry = true});
+  CHECK(attempts(requeued.resume(lock_of_old, next_session())));
+  CHECK(requeued.leads());
+
+  auto across = waiting_in_run();
+  CHECK(std::holds_alternative<af::connect>(across.resume(lock_of_old, next_being_made())));
+  CHECK(across.leads());
+
+  // Joined the line in the new session, behind a holder of the old one
+  // that released: it leads, and attempts in its own session.
+  af joined_late({.local_run = true});
+  CHECK(std::holds_alternative<af::wait_in_run>(joined_late.start({.generation = generation + 1, .run_active = true})));
+  CHECK(attempts(joined_late.resume(lock_of_old, next_session())));
+  CHECK(joined_late.leads());
 }
 
 TEST_CASE("handed the lead: it attempts at once when connected, else once connected") {
@@ -192,7 +217,7 @@ TEST_CASE("the lead or the lock handed over in the tick the deadline fires goes 
   for (bool lock : {false, true}) {
     auto flow = waiting_in_run();
     CHECK(failure<af>(flow.resume(af::stopped{timed_out()}, connected(true))) == error::lock_timeout);
-    CHECK(std::holds_alternative<af::pass_on>(flow.resume(af::handed{.lock = lock}, connected(true))));
+    CHECK(std::holds_alternative<af::pass_on>(flow.resume(af::handed{.lock = lock, .generation = generation}, connected(true))));
     CHECK_FALSE(flow.leads());
   }
 }

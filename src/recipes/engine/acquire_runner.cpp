@@ -500,7 +500,10 @@ class acquire_op final : public contender_run {
   // completion, as a process paused past both finds them on waking), it no
   // longer leads, and follow_lead has passed a lead it was handed on with
   // its ticket: nothing is left to take, and the flow, finished, says so.
-  void handed() { feed(acquire_flow::handed{.lock = ticket_ && !ticket_->lead.leads()}); }
+  void handed() {
+    bool lock = ticket_ && !ticket_->lead.leads();
+    feed(acquire_flow::handed{.lock = lock, .generation = lock ? ticket_->generation : 0});
+  }
 
   // The lead of the local run is held as the flow says (acquire_flow::leads):
   // taken when it starts to lead (the idle run's, or the one handed over in
@@ -508,8 +511,10 @@ class acquire_op final : public contender_run {
   // no longer leads (the acquire failed, or ended before it was handed).
   void follow_lead(const acquire_flow::action& next) {
     if (flow_.leads() && !lead_.leads()) {
-      if (ticket_) {
-        lead_ = std::move(std::exchange(ticket_, nullptr)->lead);
+      if (auto ticket = std::exchange(ticket_, nullptr)) {
+        // (The lead handed over; or a lock whose session has ended, its
+        // node gone: this acquire leads in its place.)
+        lead_ = ticket->lead.leads() ? std::move(ticket->lead) : run_lead::taken_from(m_, std::move(ticket->handed));
       } else {
         m_->run.active = true;
         lead_ = run_lead(m_);

@@ -89,6 +89,10 @@ class run_lead {
   // `held`, the acquire's lock, leads the run from now on (unless it may be
   // lost already: then the lead goes on).
   void hand_to(const lock& held);
+  // The lead of `m`'s run that `handed` led: a lock handed over in memory
+  // whose session has ended (acquire_flow). Its hold leaves the run, so that
+  // dropping it deletes its node without handing it on.
+  static run_lead taken_from(std::shared_ptr<engine_state> m, lock handed);
 
  private:
   std::shared_ptr<engine_state> m_;
@@ -101,6 +105,7 @@ class run_lead {
 // fires in the tick the lead is handed over ends the wait, not the run.
 struct run_ticket {
   lock handed;
+  std::uint64_t generation = 0;  // the lock handed's: of the session its node was made in
   run_lead lead;
 };
 

@@ -262,6 +262,12 @@ void run_lead::hand_to(const lock& held) {
     }
 }
 
+run_lead run_lead::taken_from(std::shared_ptr<engine_state> m, lock handed) {
+  for (auto& weak : m->holds)
+    if (auto h = weak.lock(); h && h->node == handed.node()) h->in_run = false;
+  return run_lead(std::move(m));
+}
+
 void pass_lead(const std::shared_ptr<engine_state>& m) {
   auto next = next_waiter(m->run);
   m->run.active = next.has_value();
@@ -283,6 +289,7 @@ bool hand_off(const std::shared_ptr<hold>& h) {
   ++h->local_count;
   if (h->budget.other_seen) ++h->budget.handed_since;
   next->ticket->handed = grant_of(h);
+  next->ticket->generation = h->generation;
   next->done->complete({});
   return true;
 }

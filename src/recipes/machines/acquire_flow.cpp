@@ -37,7 +37,9 @@ acquire_flow::action acquire_flow::resume(const event& e, const look& now) {
   switch (stage_) {
     case stage::waiting:
       if (auto* h = std::get_if<handed>(&e)) {
-        if (h->lock) return finish(take_handed{});
+        // (A lock of a session that has ended: its node went, and the
+        // waiter leads the run in its place, as after a release.)
+        if (h->lock && h->generation == now.generation) return finish(take_handed{});
         leads_ = true;
         if (now.connected) return lead_taken(now);
         stage_ = stage::connecting;
