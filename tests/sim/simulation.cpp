@@ -63,6 +63,7 @@ struct delivery {
   // delivered, after the create's completion adopted the node).
   std::vector<lock_node> listing{};
   std::uint64_t produced_at = 0;  // the server's step when it made the answer
+  std::uint64_t generation = 0;   // the session's when it made the answer
   bool answer = false;  // a reply to the request pending (not a watch's event)
   // Instead of a contender's event, the reply to a request of the runner's
   // own (a race cleanup's): what it does, told the reply's error
@@ -141,7 +142,12 @@ struct contender_model {
   std::optional<std::pair<std::string, std::uint64_t>> guard;
   std::int64_t guard_czxid = 0;
   bool mutex_lost = false, room_watching = false;
-  std::vector<std::pair<std::string, std::int64_t>> mine;
+  struct lease_node {
+    std::string name;
+    std::int64_t czxid = 0;
+    std::uint64_t generation = 0;  // of the session that made it
+  };
+  std::vector<lease_node> mine;
   // How its pending request at the server fails (its session expired).
   std::function<sim::event(std::error_code)> pending_failed;
   std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
@@ -433,6 +439,7 @@ class simulation final : public acquire_world {
     bool answer = !fair || !std::holds_alternative<fa::own_checked>(*fair);
     sessions_[c.session].inbox.push_back({who, run, std::move(e), std::move(failed)});
     sessions_[c.session].inbox.back().produced_at = r_.steps;
+    sessions_[c.session].inbox.back().generation = sessions_[c.session].generation;
     sessions_[c.session].inbox.back().answer = answer;
   }
   // A wake-up in the process of `who`'s attempt `run` (delivered while
@@ -776,6 +783,9 @@ class simulation final : public acquire_world {
     note("c" + std::to_string(who) + " s" + std::to_string(c.session) + " " + name_of(a) +
          (std::holds_alternative<la::fail>(a) ? " " + std::get<la::fail>(a).ec.message() : std::string()));
     current_ = who;
+    // The attempt left (failed, or another begins): its leases go first,
+    // whatever the event was (as the runner does).
+    if (std::holds_alternative<la::take_mutex>(a) || std::holds_alternative<la::fail>(a)) drop_leases(who);
     if (std::holds_alternative<la::take_mutex>(a)) {
       release_guard(who);
       return attempt(who);
@@ -783,29 +793,31 @@ class simulation final : public acquire_world {
     if (std::holds_alternative<la::make_lease>(a)) return attempt(who, true);
     if (std::holds_alternative<la::wait_for_room>(a)) {
       rw::leases leases{.generation = c.lease_fsm->generation(), .max = semaphore_size_};
-      for (auto& [name, czxid] : c.mine) leases.names.push_back(name);
+      for (auto& lease : c.mine) leases.names.push_back(lease.name);
       c.room.emplace(std::move(leases));
       return act(who, c.room->start(room_look(who)));
     }
     release_guard(who);  // (granted or failed: the mutex goes)
     if (std::holds_alternative<la::granted>(a)) return leases_granted(who);
-    drop_leases(who);
     if (!fed_unwaited(who, std::get<la::fail>(a).ec)) begin(who);
   }
 
   // A fair attempt of the acquire's ended: its mutex taken, or a lease made
-  // (then known by its name); a failure takes the attempt's leases with it.
+  // (then known by its name); what follows is the machine's (act() removes
+  // the attempt's leases if it leaves the attempt).
   void fair_part_ended(int who, std::error_code ec) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     auto& fsm = *c.fsm;
     bool mutex = fsm.who().kind != node_kind::lease;
-    if (ec) drop_leases(who);
-    else if (mutex) {
+    if (ec) {
+      // (Nothing of it to keep: a create that may have taken effect goes
+      // with the attempt's removal.)
+    } else if (mutex) {
       c.guard.emplace(fsm.node().name, fsm.generation());
       c.guard_czxid = fsm.stat().czxid;
       c.mutex_lost = !server_.count(fsm.node().name);  // (gone since the answers it was granted on)
     } else {
-      c.mine.emplace_back(fsm.node().name, fsm.stat().czxid);
+      c.mine.push_back({fsm.node().name, fsm.stat().czxid, fsm.generation()});
     }
     auto now = lease_look(c.session);
     if (mutex) return act(who, c.lease_fsm->resume(la::mutex_taken{ec}, now));
@@ -843,7 +855,6 @@ class simulation final : public acquire_world {
       });
     }
     auto* failed = std::get_if<rw::fail>(&a);
-    if (failed) drop_leases(who);  // (before what follows is decided)
     act(who, c.lease_fsm->resume(la::room_ended{failed ? failed->ec : std::error_code{}, c.mutex_lost},
                                  lease_look(c.session)));
   }
@@ -882,7 +893,7 @@ class simulation final : public acquire_world {
   // The attempt's (or the holder's) lease nodes go.
   void drop_leases(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
-    for (auto& [name, czxid] : std::exchange(c.mine, {})) delete_held(c.session, name, c.lease_fsm->generation());
+    for (auto& lease : std::exchange(c.mine, {})) delete_held(c.session, lease.name, lease.generation);
   }
   // Stopped (the deadline, a cancellation): what runs stops, its node goes;
   // the attempt's leases go, and its mutex.
@@ -903,7 +914,7 @@ class simulation final : public acquire_world {
   void leases_granted(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     ++r_.grants;
-    for (auto& [name, czxid] : c.mine)
+    for (auto& [name, czxid, made_in] : c.mine)
       if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
         return fail("c" + std::to_string(who) + " granted its lease " + name + " on answers made after it was deleted");
     c.holding = true;
@@ -921,7 +932,7 @@ class simulation final : public acquire_world {
         return it != server_.end() && it->second.czxid == czxid && it->second.owner == sessions_[c.session].id;
       };
       if (c.holding)
-        for (auto& [name, czxid] : c.mine) held += on_server(name, czxid);
+        for (auto& lease : c.mine) held += on_server(lease.name, lease.czxid);
       if (c.guard && on_server(c.guard->first, c.guard_czxid)) ++guards;
       unaware += c.room_watching && !c.mutex_lost;
     }
@@ -1054,15 +1065,24 @@ class simulation final : public acquire_world {
   void take_over(int who, const std::shared_ptr<af>& flow, const std::shared_ptr<run_hold>& h) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     current_ = who;
-    auto next = flow->resume(af::handed{.lock = h != nullptr}, flow_look(c.session));
+    auto next = flow->resume(af::handed{.lock = h != nullptr, .generation = h ? h->generation : 0}, flow_look(c.session));
     if (std::holds_alternative<af::pass_on>(next)) {
       note("c" + std::to_string(who) + " passes on what it was handed");
       if (o_.plant_skip_own_check) return;  // the planted fault: dropped
       return h ? give_back(h) : pass_lead(c.session);
     }
     // (Not finished before: it is the contender's flow now.)
-    if (h) c.handed = h;
-    else c.leads = true;
+    if (h && std::holds_alternative<af::take_handed>(next)) {
+      c.handed = h;
+    } else {
+      // The lead; or a lock whose session has ended, which leaves the run
+      // (run_lead::taken_from): its node goes, and this one leads instead.
+      if (h) {
+        h->in_run = false;
+        delete_held(h->session, h->name, h->generation);
+      }
+      c.leads = true;
+    }
     act(who, next);
   }
 
@@ -1087,6 +1107,11 @@ class simulation final : public acquire_world {
     ++r_.grants;
     if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
       return fail("granted " + name + " on answers made after it was deleted");
+    // Its session's end is known to the process, unlike an operator's
+    // delete: an answer of a session that has ended, read in the next one
+    // (a process paused past its timeout), grants nothing.
+    if (incarnations_[czxid].owner != sessions_[c.session].id)
+      return fail("granted " + name + " (czxid " + std::to_string(czxid) + ") of a session that had ended");
     c.holding = true;
     c.held_node = name;
     c.held_czxid = czxid;
@@ -1202,6 +1227,7 @@ class simulation final : public acquire_world {
     for (int s = 0; s < static_cast<int>(sessions_.size()); ++s) {
       auto& ss = sessions_[s];
       if (!ss.inbox.empty() && (ss.connected || ss.inbox.front().now)) moves.push_back([this, s] { deliver(s); });
+      if (ss.connected && !ss.inbox.empty() && !ss.inbox.front().now) moves.push_back([this, s] { receive(s); });
       if (!ss.connected && !faults) moves.push_back([this, s] { reconnect(s); });
       if (faults && !ss.connected && chance(30)) moves.push_back([this, s] { reconnect(s); });
       if (faults && ss.connected && chance(3)) moves.push_back([this, s] { disconnect(s); });
@@ -1216,6 +1242,17 @@ class simulation final : public acquire_world {
     if (moves.empty()) return false;
     moves[pick(moves.size())]();
     return true;
+  }
+
+  // The client reads the next reply or event off its connection before the
+  // process runs its completion: a cut, an expiry, even the next session's
+  // connection may come between (a process paused past its session's
+  // timeout reads it on waking), and the answer comes as it was.
+  void receive(int s) {
+    auto& d = sessions_[s].inbox.front();
+    note("s" + std::to_string(s) + " receives " + (d.to_runner ? std::string("a runner's reply") : name_of(d.event)));
+    d.failed = nullptr;
+    d.now = true;
   }
 
   void deliver(int s) {
@@ -1240,7 +1277,7 @@ class simulation final : public acquire_world {
     if (auto* created = std::get_if<fa::created_and_listed>(fair); created && !created->create_ec) {
       // The create's completion adopts the node; the listing sent after it
       // counts it known.
-      known_[created->node.name] = {created->node.kind, c.session, sessions_[s].generation};
+      known_[created->node.name] = {created->node.kind, c.session, d.generation};
       created->view = known_view(std::move(d.listing));
     }
     act(d.contender, c.fsm->resume(std::move(*fair), *this));

@@ -11,8 +11,11 @@
 // and events delivered to each session in the order of the server's changes
 // (FIFO per session); requests submitted while disconnected wait for the
 // connection; a connection lost drops the replies in flight (the server
-// applied the requests: a lost create reply); an operator's delete of any
-// node. The contenders of one process share what it knows of its nodes
+// applied the requests: a lost create reply), but not those the client has
+// read off it and the process has not yet run: they are read as they were,
+// after a cut, an expiry, even the next session's connection (a process
+// paused past its session's timeout reads them on waking); an operator's
+// delete of any node. The contenders of one process share what it knows of its nodes
 // (known_nodes' rules) and wait for a node of their own session in the
 // process. The harness plays the runner: it carries each action out on the
 // model, feeds the reply back in, stops contenders at random (a deadline, a
@@ -44,7 +47,7 @@
 // nodes are a second path's children (listed apart; a cversion, children
 // watches that fire on any change of them); the harness plays
 // engine_leases.cpp: the mutex released once the attempt ends, a failed
-// attempt's leases deleted before what follows is decided, and the
+// attempt's leases deleted whenever lease_acquire leaves the attempt, and the
 // mutex's loss (its node deleted, its session expired) latched for
 // room_wait's look and told to a wait that watches.
 //
@@ -53,7 +56,9 @@
 // that blocks it (a writer alone, readers beside readers; one holder of a
 // mutex, one leader of an election); the fencing
 // tokens of successive grants increase; nobody is granted after its node was
-// deleted; a race grant is of the node its own attempt made in its session;
+// deleted; no grant is of a node of a session that has ended (which the
+// process knows, unlike an operator's delete); a race grant is of the node
+// its own attempt made in its session;
 // no attempt is fed an event its machine does not wait for; a local run's
 // tokens (its node's czxid, then the hand-overs) increase in grant order;
 // and at the end, once the faults stop, every contender has ended (none
