@@ -111,7 +111,8 @@ struct contender_model {
   node_kind kind = node_kind::lock;
   std::optional<fa> fsm;     // a fair recipe's machine,
   std::optional<ra> race;    // or a race recipe's
-  bool tries = false;        // a race_mutex's try_acquire (one look)
+  bool tries = false;        // a try_acquire each round (one look)
+  bool resting = false;      // a try that failed: its next round begins at a later step
   std::uint32_t run = 0;
   int rounds_left = 0;
   bool holding = false;
@@ -188,8 +189,12 @@ node_kind kind_of(options::recipe queue, int i) {
 }
 
 // Whether contender i only tries (one look: lock_busy at once): a third of a
-// race_mutex's; an election's candidates campaign.
-bool tries(options::recipe queue, int i) { return queue == options::recipe::race_mutex && i % 3 == 1; }
+// race_mutex's and of a semaphore's (its mutex, its leases and its wait for
+// room each one look, as try_acquire makes them); an election's candidates
+// campaign.
+bool tries(options::recipe queue, int i) {
+  return (queue == options::recipe::race_mutex || queue == options::recipe::semaphore) && i % 3 == 1;
+}
 
 bool is_race(options::recipe queue) {
   return queue == options::recipe::race_mutex || queue == options::recipe::race_election;
@@ -464,7 +469,8 @@ class simulation final : public acquire_world {
       return act(who, c.race->start(race_look(c.session)));
     }
     if (o_.queue == options::recipe::semaphore) {
-      c.lease_fsm.emplace(la::request{.count = c.leases, .max = semaphore_size_, .requeue_on_expiry = who % 2 == 0});
+      c.lease_fsm.emplace(la::request{
+          .count = c.leases, .max = semaphore_size_, .try_once = c.tries, .requeue_on_expiry = who % 2 == 0});
       return act(who, c.lease_fsm->start(lease_look(c.session)));
     }
     if (o_.queue == options::recipe::local_mutex) {
@@ -473,6 +479,23 @@ class simulation final : public acquire_world {
       return act(who, c.flow->start(flow_look(c.session)));
     }
     attempt(who);
+  }
+
+  // The contender's next round: at once, or a try's at a later step (tried
+  // again at once, a try would find the same queue: it rests, so that it
+  // may find the lock free).
+  void next_round(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.tries && c.rounds_left > 0) {
+      c.resting = true;
+      return;
+    }
+    begin(who);
+  }
+
+  void wake_up(int who) {
+    contenders_[static_cast<std::size_t>(who)].resting = false;
+    begin(who);
   }
 
   // A new attempt of the fair queue: a node of its own (a semaphore's
@@ -487,6 +510,7 @@ class simulation final : public acquire_world {
     c.fsm.emplace(fa::contender{.kind = lease ? node_kind::lease : c.kind,
                                 .uuid = uuid,
                                 .confirm_owner = o_.queue == options::recipe::election,
+                                .one_look = c.tries,
                                 .create_only = lease});
     act(who, c.fsm->start(*this));
   }
@@ -792,14 +816,14 @@ class simulation final : public acquire_world {
     }
     if (std::holds_alternative<la::make_lease>(a)) return attempt(who, true);
     if (std::holds_alternative<la::wait_for_room>(a)) {
-      rw::leases leases{.generation = c.lease_fsm->generation(), .max = semaphore_size_};
+      rw::leases leases{.generation = c.lease_fsm->generation(), .max = semaphore_size_, .one_look = c.tries};
       for (auto& lease : c.mine) leases.names.push_back(lease.name);
       c.room.emplace(std::move(leases));
       return act(who, c.room->start(room_look(who)));
     }
     release_guard(who);  // (granted or failed: the mutex goes)
     if (std::holds_alternative<la::granted>(a)) return leases_granted(who);
-    if (!fed_unwaited(who, std::get<la::fail>(a).ec)) begin(who);
+    if (!fed_unwaited(who, std::get<la::fail>(a).ec)) next_round(who);
   }
 
   // A fair attempt of the acquire's ended: its mutex taken, or a lease made
@@ -907,7 +931,7 @@ class simulation final : public acquire_world {
     release_guard(who);
     drop_leases(who);
     c.lease_fsm.reset();
-    begin(who);
+    next_round(who);
   }
   // A grant of the attempt's leases: decided on answers made while each
   // was on the server, in its session.
@@ -1170,7 +1194,7 @@ class simulation final : public acquire_world {
     } else {
       remove_attempt_node(who);
     }
-    begin(who);
+    next_round(who);
   }
   void remove_attempt_node(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
@@ -1209,7 +1233,7 @@ class simulation final : public acquire_world {
       return begin(who);
     }
     delete_held(c.session, c.held_node, c.fsm->generation());
-    begin(who);
+    next_round(who);
   }
   // A release's delete of the node `name` its session's generation `gen` made.
   void delete_held(int s, std::string name, std::uint64_t gen) {
@@ -1236,9 +1260,14 @@ class simulation final : public acquire_world {
     for (int i = 0; i < static_cast<int>(contenders_.size()); ++i) {
       auto& c = contenders_[static_cast<std::size_t>(i)];
       if (c.holding && --c.hold_steps <= 0) moves.push_back([this, i] { release(i); });
+      // (A rest of some 30 steps, so that a try may come when the queue is
+      // empty; at once when nothing else can happen.)
+      if (c.resting && chance(3)) moves.push_back([this, i] { wake_up(i); });
       if (faults && acquiring(c) && chance(2)) moves.push_back([this, i] { stop(i); });
     }
     if (faults && !server_.empty() && chance(2)) moves.push_back([this] { operator_delete(); });
+    for (int i = 0; moves.empty() && i < static_cast<int>(contenders_.size()); ++i)
+      if (contenders_[static_cast<std::size_t>(i)].resting) moves.push_back([this, i] { wake_up(i); });
     if (moves.empty()) return false;
     moves[pick(moves.size())]();
     return true;
