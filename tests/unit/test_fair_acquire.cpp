@@ -434,6 +434,41 @@ TEST_CASE("a downgrade: granted once its write node is still there after a sync;
   }
 }
 
+TEST_CASE("a downgrade's look at its write node, or a waiter's at its own node, answered in a session read after it ended: session_expired, no grant") {
+  // A process paused past its session's timeout reads the answer on
+  // waking, the next session connected and sure (a review found the
+  // downgrade granted so: a read lock on a node gone with its session).
+  auto write = node_of(mine_uuid, 6, node_kind::write);
+  auto read = node_of(mine_uuid, 6, node_kind::read);
+  auto next_session = [](scripted_world& w) {
+    w.gen = 2;
+    w.id = other_session;
+    ++w.connections;
+  };
+  {
+    scripted_world w;
+    fa m({.kind = node_kind::read, .uuid = mine_uuid, .downgrade_of = write.name});
+    m.start(w);
+    auto e = fa::created_and_listed{.node = read, .stat = owned_by(my_session), .view = listing(lock_queue({write.name, read.name}, queue_family::read_write))};
+    CHECK(is<fa::sync>(m.resume(e, w)));
+    CHECK(is<fa::look_up>(m.resume(fa::synced{}, w)));
+    next_session(w);
+    CHECK(failure<fa>(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)) == zk_error::session_expired);
+  }
+  {
+    scripted_world w;
+    auto theirs = node_of(other_uuid, 3), mine = node_of(mine_uuid, 4);
+    fa m(mutex_contender());
+    m.start(w);
+    m.resume(answered(4, {theirs, mine}), w);
+    w.belows = {{}};
+    CHECK(is<fa::look_up>(m.resume(fa::gone{}, w)));  // (no own watch answered: checked)
+    next_session(w);
+    CHECK(failure<fa>(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)) == zk_error::session_expired);
+    CHECK(w.gone_log == std::vector<std::string>{theirs.name});  // (its own node not taken for an operator's delete)
+  }
+}
+
 TEST_CASE("an election's candidate first by a listing checks that its node is its session's (CURATOR-696)") {
   scripted_world w;
   auto mine = node_of(mine_uuid, 1, node_kind::latch);

@@ -129,6 +129,9 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
       return std::visit(overloaded{[&](const gone& g) { return on_gone(g.ec, world); }, broken}, e);
     case stage::verifying:
       return std::visit(overloaded{[&](const looked_up& l) -> action {
+                                     // (Answered in a session that has ended since: its
+                                     // node went with it, not lost to an operator.)
+                                     if (auto ended = ended_with_session(world)) return *ended;
                                      if (rides_through(l.ec, world)) return relist(l.ec);
                                      if (l.ec) return failed(l.ec);
                                      // An operator may have deleted it while it waited; an
@@ -155,9 +158,11 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
                         e);
     case stage::downgrade_look:
       return std::visit(overloaded{[&](const looked_up& l) -> action {
+                                     if (auto ended = ended_with_session(world)) return *ended;
                                      if (rides_through(l.ec, world)) return relist(l.ec);
                                      if (l.ec) return failed(l.ec);
-                                     if (!l.stat || l.stat->ephemeral_owner != stat_.ephemeral_owner)
+                                     if (!l.stat || l.stat->ephemeral_owner != stat_.ephemeral_owner ||
+                                         l.stat->ephemeral_owner != world.session_id())
                                        return failed(code(error::lock_lost));
                                      return after_downgrade(world);
                                    },
@@ -339,7 +344,10 @@ fair_acquire::action fair_acquire::after_verify(acquire_world& world) {
 }
 
 fair_acquire::action fair_acquire::after_downgrade(acquire_world& world) {
-  // No grant on replies too old to be sure of the session (session_sure).
+  // No grant of a node of a session that has ended (an answer of it read
+  // late, as a process paused past its timeout reads it on waking), nor on
+  // replies too old to be sure of the session (session_sure).
+  if (auto ended = ended_with_session(world)) return *ended;
   if (!world.sure()) {
     if (auto never = world.never_sure()) return failed(never);
     stage_ = stage::sure_sync;
