@@ -1089,7 +1089,8 @@ class simulation final : public acquire_world {
   void take_over(int who, const std::shared_ptr<af>& flow, const std::shared_ptr<run_hold>& h) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     current_ = who;
-    auto next = flow->resume(af::handed{.lock = h != nullptr, .generation = h ? h->generation : 0}, flow_look(c.session));
+    auto next = flow->resume(af::handed{.lock = h != nullptr, .generation = h ? h->generation : 0, .sure = h && node_sure(*h)},
+                             flow_look(c.session));
     if (std::holds_alternative<af::pass_on>(next)) {
       note("c" + std::to_string(who) + " passes on what it was handed");
       if (o_.plant_skip_own_check) return;  // the planted fault: dropped
@@ -1099,8 +1100,9 @@ class simulation final : public acquire_world {
     if (h && std::holds_alternative<af::take_handed>(next)) {
       c.handed = h;
     } else {
-      // The lead; or a lock whose session has ended, which leaves the run
-      // (run_lead::taken_from): its node goes, and this one leads instead.
+      // The lead; or a lock that may be lost or whose session has ended,
+      // which leaves the run (run_lead::taken_from): its node goes, and this
+      // one leads instead.
       if (h) {
         h->in_run = false;
         delete_held(h->session, h->name, h->generation);

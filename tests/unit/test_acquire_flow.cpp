@@ -144,7 +144,7 @@ TEST_CASE("waiting in the local run: handed the lock in memory, it completes wit
   }
 }
 
-TEST_CASE("handed a lock whose session has ended: its node went with it, and the waiter leads the run instead") {
+TEST_CASE("handed a lock that may be lost or whose session has ended: the waiter leads the run instead") {
   // A process paused past its session's timeout wakes to the hand-over, the
   // next session connected already (the simulation found it granted).
   auto lock_of_old = af::handed{.lock = true, .generation = generation};
@@ -159,6 +159,19 @@ TEST_CASE("handed a lock whose session has ended: its node went with it, and the
   auto across = waiting_in_run();
   CHECK(std::holds_alternative<af::connect>(across.resume(lock_of_old, next_being_made())));
   CHECK(across.leads());
+
+  // The session expired for good, or closed (no next session, the same
+  // generation), or the lock may be lost (hold_sure: the monitor's loss,
+  // the session past its sure time): not granted either (a review's
+  // finding). It leads, and its attempt meets what the session says.
+  for (auto now : {expired_for_good(), closed_session()}) {
+    auto ended = waiting_in_run();
+    CHECK(std::holds_alternative<af::connect>(ended.resume(lock_of_old, now)));
+    CHECK(ended.leads());
+  }
+  auto unsure = waiting_in_run();
+  CHECK(attempts(unsure.resume(af::handed{.lock = true, .generation = generation, .sure = false}, connected(true))));
+  CHECK(unsure.leads());
 
   // Joined the line in the new session, behind a holder of the old one
   // that released: it leads, and attempts in its own session.

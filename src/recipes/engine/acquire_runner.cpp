@@ -501,8 +501,9 @@ class acquire_op final : public contender_run {
   // longer leads, and follow_lead has passed a lead it was handed on with
   // its ticket: nothing is left to take, and the flow, finished, says so.
   void handed() {
-    bool lock = ticket_ && !ticket_->lead.leads();
-    feed(acquire_flow::handed{.lock = lock, .generation = lock ? ticket_->generation : 0});
+    auto h = ticket_ && !ticket_->lead.leads() ? ticket_->handed_hold.lock() : nullptr;
+    if (h) h->handing = false;  // (taken, or passed on: its loss passes the lead again)
+    feed(acquire_flow::handed{.lock = h != nullptr, .generation = h ? h->generation : 0, .sure = h && hold_sure(*h)});
   }
 
   // The lead of the local run is held as the flow says (acquire_flow::leads):
@@ -514,7 +515,10 @@ class acquire_op final : public contender_run {
       if (auto ticket = std::exchange(ticket_, nullptr)) {
         // (The lead handed over; or a lock whose session has ended, its
         // node gone: this acquire leads in its place.)
-        lead_ = ticket->lead.leads() ? std::move(ticket->lead) : run_lead::taken_from(m_, std::move(ticket->handed));
+        auto h = ticket->handed_hold.lock();
+        lead_ = ticket->lead.leads() ? std::move(ticket->lead)
+                : h                  ? run_lead::taken_from(m_, *h, std::move(ticket->handed))
+                                     : run_lead{};
       } else {
         m_->run.active = true;
         lead_ = run_lead(m_);

@@ -89,10 +89,11 @@ class run_lead {
   // `held`, the acquire's lock, leads the run from now on (unless it may be
   // lost already: then the lead goes on).
   void hand_to(const lock& held);
-  // The lead of `m`'s run that `handed` led: a lock handed over in memory
-  // whose session has ended (acquire_flow). Its hold leaves the run, so that
-  // dropping it deletes its node without handing it on.
-  static run_lead taken_from(std::shared_ptr<engine_state> m, lock handed);
+  // The lead of `m`'s run that `h`, a lock handed over in memory (`handed`)
+  // that may be lost or whose session has ended, led (acquire_flow). Its hold
+  // leaves the run, so that dropping it deletes its node without handing it
+  // on. (None if the hold no longer leads: never two leads.)
+  static run_lead taken_from(std::shared_ptr<engine_state> m, hold& h, lock handed);
 
  private:
   std::shared_ptr<engine_state> m_;
@@ -105,7 +106,7 @@ class run_lead {
 // fires in the tick the lead is handed over ends the wait, not the run.
 struct run_ticket {
   lock handed;
-  std::uint64_t generation = 0;  // the lock handed's: of the session its node was made in
+  std::weak_ptr<hold> handed_hold;  // the lock handed's (its session, whether it is sure)
   run_lead lead;
 };
 
@@ -202,6 +203,10 @@ struct hold {
   // node goes or it may be lost), was handed over `local_count` times, and
   // how far the rule lets it go on (see next_after_release).
   bool in_run = false;
+  // Its lock sits in a waiter's ticket (hand_off), not yet taken: a loss then
+  // leaves the lead with it, for the waiter to take (run_lead::taken_from) or
+  // to pass on, lest the run have two leads.
+  bool handing = false;
   std::uint64_t generation = 0;  // of the session that created the node (what the monitor watches)
   std::uint64_t local_count = 0;
   local_run_budget budget;

@@ -15,8 +15,9 @@ void lose(hold& h, loss why) {
   if (why == loss::node_gone || why == loss::session_over) h.engine->known->gone(h.name);
   if (h.lost.exchange(true)) return;
   // Its local run goes on under a node of its own, as a waiter behind a node
-  // lost would (the holder is told to stop).
-  if (std::exchange(h.in_run, false)) pass_lead(h.engine);
+  // lost would (the holder is told to stop); if its lock is being handed
+  // over, by the waiter it goes to (run_ticket).
+  if (!h.handing && std::exchange(h.in_run, false)) pass_lead(h.engine);
   // A handler may release its own grant (and so edit the list) as it runs.
   std::vector<std::shared_ptr<grant>> grants;
   for (auto& weak : h.grant_list)
@@ -262,10 +263,10 @@ void run_lead::hand_to(const lock& held) {
     }
 }
 
-run_lead run_lead::taken_from(std::shared_ptr<engine_state> m, lock handed) {
-  for (auto& weak : m->holds)
-    if (auto h = weak.lock(); h && h->node == handed.node()) h->in_run = false;
-  return run_lead(std::move(m));
+run_lead run_lead::taken_from(std::shared_ptr<engine_state> m, hold& h, lock handed) {
+  bool led = std::exchange(h.in_run, false);
+  handed = {};  // released: its node deleted, nothing handed on
+  return led ? run_lead(std::move(m)) : run_lead{};
 }
 
 void pass_lead(const std::shared_ptr<engine_state>& m) {
@@ -289,7 +290,8 @@ bool hand_off(const std::shared_ptr<hold>& h) {
   ++h->local_count;
   if (h->budget.other_seen) ++h->budget.handed_since;
   next->ticket->handed = grant_of(h);
-  next->ticket->generation = h->generation;
+  next->ticket->handed_hold = h;
+  h->handing = true;
   next->done->complete({});
   return true;
 }

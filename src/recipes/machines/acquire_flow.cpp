@@ -37,9 +37,10 @@ acquire_flow::action acquire_flow::resume(const event& e, const look& now) {
   switch (stage_) {
     case stage::waiting:
       if (auto* h = std::get_if<handed>(&e)) {
-        // (A lock of a session that has ended: its node went, and the
+        // (A lock that may be lost, or of a session that has ended: the
         // waiter leads the run in its place, as after a release.)
-        if (h->lock && h->generation == now.generation) return finish(take_handed{});
+        if (h->lock && h->sure && h->generation == now.generation && !now.expired && !now.closed)
+          return finish(take_handed{});
         leads_ = true;
         if (now.connected) return lead_taken(now);
         stage_ = stage::connecting;

@@ -7,10 +7,10 @@
 // - a lock object with local_handoff (its local run, engine.hpp): the
 //   acquire leads the run when nobody does, else waits in its line until
 //   handed the lock in memory or the lead (then it attempts once connected,
-//   unless the session it waited in expired meanwhile); a lock handed whose
-//   session has ended by the time it is taken (a process paused past its
-//   timeout wakes to the hand-over) went with its node: it is the lead
-//   (take_lead_of_handed); a try is busy while someone leads;
+//   unless the session it waited in expired meanwhile); a lock handed that
+//   may be lost by the time it is taken, or whose session has ended (a
+//   process paused past its timeout wakes to the hand-over), is not granted:
+//   it is the lead (run_lead::taken_from); a try is busy while someone leads;
 // - an attempt that failed: lock_busy reported once its node is gone; after
 //   an expiry with requeue_on_expiry, another attempt in the session that
 //   follows (within the same deadline); else the failure;
@@ -51,6 +51,7 @@ class acquire_flow {
   struct handed {                        // by the local run: the lock in memory, else the lead
     bool lock = false;
     std::uint64_t generation = 0;        // the lock's: of the session its node was made in
+    bool sure = true;                    // the lock's hold may be granted on now (hold_sure: not lost)
   };
   struct connected { std::error_code ec; };
   struct attempt_ended {                 // granted (no ec), or failed
