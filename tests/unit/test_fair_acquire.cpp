@@ -4,6 +4,8 @@
 // nodes and the caller can do, and checks every action the machine asks for.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <map>
 #include <set>
@@ -414,27 +416,32 @@ TEST_CASE("replies too old to be sure of the session grant nothing: a sync, then
   CHECK(failure<fa>(never.resume(answered(2, {mine}), w)) == error::invalid_safety_margin);
 }
 
-TEST_CASE("a downgrade: granted once its write node is still there after a sync; gone: lock_lost") {
+TEST_CASE("a downgrade: granted once a listing after a sync shows its write node and its own still there; either gone: lock_lost") {
   scripted_world w;
   auto write = node_of(mine_uuid, 6, node_kind::write);
   auto read = node_of(mine_uuid, 6, node_kind::read);
+  auto other = node_of(other_uuid, 7, node_kind::write);
   fa::contender c{.kind = node_kind::read, .uuid = mine_uuid, .downgrade_of = write.name};
-  for (bool still_there : {true, false}) {
-    CAPTURE(still_there);
+  // (Its own node deleted by an operator after the listing it was decided
+  // on: the simulation found it granted when only the write node was looked at.)
+  for (auto shown : {std::vector<std::string>{write.name, read.name, other.name}, {read.name, other.name}, {write.name, other.name}}) {
+    CAPTURE(shown.size());
     fa m(c);
     m.start(w);
     auto e = fa::created_and_listed{.node = read, .stat = owned_by(my_session), .view = listing(lock_queue({write.name, read.name}, queue_family::read_write))};
     CHECK(is<fa::sync>(m.resume(e, w)));
-    auto look = m.resume(fa::synced{}, w);
-    REQUIRE(is<fa::look_up>(look));
-    CHECK(std::get<fa::look_up>(look).name == write.name);
-    auto end = m.resume(fa::looked_up{{}, still_there ? std::optional(owned_by(my_session)) : std::nullopt}, w);
-    if (still_there) CHECK(is<fa::grant>(end));
-    else CHECK(failure<fa>(end) == error::lock_lost);
+    CHECK(is<fa::list>(m.resume(fa::synced{}, w)));
+    auto end = m.resume(fa::listed{{}, listing(lock_queue(shown, queue_family::read_write))}, w);
+    if (shown.size() == 3) {
+      CHECK(is<fa::grant>(end));
+    } else {
+      CHECK(failure<fa>(end) == error::lock_lost);
+      CHECK(m.node_gone() == (std::find(shown.begin(), shown.end(), read.name) == shown.end()));  // (its own: known gone)
+    }
   }
 }
 
-TEST_CASE("a downgrade's look at its write node, or a waiter's at its own node, answered in a session read after it ended: session_expired, no grant") {
+TEST_CASE("a downgrade's listing, or a waiter's look at its own node, answered in a session read after it ended: session_expired, no grant") {
   // A process paused past its session's timeout reads the answer on
   // waking, the next session connected and sure (a review found the
   // downgrade granted so: a read lock on a node gone with its session).
@@ -451,9 +458,10 @@ TEST_CASE("a downgrade's look at its write node, or a waiter's at its own node, 
     m.start(w);
     auto e = fa::created_and_listed{.node = read, .stat = owned_by(my_session), .view = listing(lock_queue({write.name, read.name}, queue_family::read_write))};
     CHECK(is<fa::sync>(m.resume(e, w)));
-    CHECK(is<fa::look_up>(m.resume(fa::synced{}, w)));
+    CHECK(is<fa::list>(m.resume(fa::synced{}, w)));
     next_session(w);
-    CHECK(failure<fa>(m.resume(fa::looked_up{{}, owned_by(my_session)}, w)) == zk_error::session_expired);
+    auto both = listing(lock_queue({write.name, read.name}, queue_family::read_write));
+    CHECK(failure<fa>(m.resume(fa::listed{{}, both}, w)) == zk_error::session_expired);
   }
   {
     scripted_world w;

@@ -1,5 +1,6 @@
 #include "recipes/machines/fair_acquire.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <zkasio/error.hpp>
 
@@ -152,18 +153,29 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
                                      if (rides_through(s.ec, world)) return relist(s.ec);
                                      if (s.ec) return failed(s.ec);
                                      stage_ = stage::downgrade_look;
-                                     return look_up{*c_.downgrade_of};
+                                     return list{};
                                    },
                                    broken},
                         e);
     case stage::downgrade_look:
-      return std::visit(overloaded{[&](const looked_up& l) -> action {
+      return std::visit(overloaded{[&](const listed& l) -> action {
                                      if (auto ended = ended_with_session(world)) return *ended;
                                      if (rides_through(l.ec, world)) return relist(l.ec);
                                      if (l.ec) return failed(l.ec);
-                                     if (!l.stat || l.stat->ephemeral_owner != stat_.ephemeral_owner ||
-                                         l.stat->ephemeral_owner != world.session_id())
+                                     // Both its nodes listed after the sync, in its session
+                                     // (names of its uuid): the write node still there, and
+                                     // its own, which an operator may have deleted since
+                                     // the listing it was decided on.
+                                     auto listed_here = [&](const std::string& name) {
+                                       return l.view && std::any_of(l.view->nodes.begin(), l.view->nodes.end(),
+                                                                    [&](const lock_node& n) { return n.name == name; });
+                                     };
+                                     if (!listed_here(node_.name)) {
+                                       gone_ = true;
+                                       world.gone(node_.name);
                                        return failed(code(error::lock_lost));
+                                     }
+                                     if (!listed_here(*c_.downgrade_of)) return failed(code(error::lock_lost));
                                      return after_downgrade(world);
                                    },
                                    broken},
@@ -338,7 +350,8 @@ fair_acquire::action fair_acquire::after_verify(acquire_world& world) {
   // A downgrade is granted only if its write node is still there once the
   // read node is known: a writer of this process that saw the write node go
   // before would not have seen the read node (asked after a sync: the
-  // server answering may lag behind the leader).
+  // server answering may lag behind the leader). One listing says it, and
+  // that its own node is still there too.
   stage_ = stage::downgrade_sync;
   return sync{};
 }
