@@ -119,6 +119,18 @@ struct contender_model {
   int hold_steps = 0;
   std::string held_node;
   std::int64_t held_czxid = 0;
+  node_kind held_kind = node_kind::lock;  // (a downgrade's: read, of a writer)
+  // A shared_mutex writer that downgrades every other write lock: the write
+  // lock kept while its downgrade (a read node taking the write node's
+  // sequence) is acquired, released once that ends either way.
+  bool downgrades = false;
+  struct kept_write {
+    std::string name;
+    std::int64_t czxid = 0;
+    std::uint64_t generation = 0;
+  };
+  std::optional<kept_write> downgrading;
+  bool downgrade_next = false;
   bool waiting_here = false;  // in this process, for a node of its session
   // A race attempt's turn in its session's line (0: none; its hold keeps
   // it until the release's delete), and whether it sent a create.
@@ -229,6 +241,7 @@ class simulation final : public acquire_world {
       contender_model c;
       c.session = i % o.sessions;
       c.kind = kind_of(o.queue, i);
+      c.downgrades = o.queue == options::recipe::shared_mutex && i % 3 == 2;
       c.tries = tries(o.queue, i);
       c.rounds_left = o.rounds;
       if (o.queue == options::recipe::semaphore) c.leases = 1 + pick(semaphore_size_);
@@ -557,10 +570,17 @@ class simulation final : public acquire_world {
       auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
       auto uuid = c.fsm->who().uuid;
       auto kind = c.fsm->who().kind;
-      return server_request(who, fails, [this, who, s, uuid, kind, fails](std::uint32_t run) {
+      auto downgrade_of = c.fsm->who().downgrade_of;
+      return server_request(who, fails, [this, who, s, uuid, kind, fails, downgrade_of](std::uint32_t run) {
         char suffix[16];
         std::snprintf(suffix, sizeof suffix, "%010d", static_cast<int>(counter_++));
-        auto node = *parse_lock_node(lock_node_prefix(uuid, kind) + suffix);
+        auto name = lock_node_prefix(uuid, kind) + suffix;
+        if (downgrade_of) {  // (a plain ephemeral create, of its write node's sequence)
+          auto write = lock_name(node_kind::write);
+          name = lock_node_prefix(uuid, kind) + downgrade_of->substr(downgrade_of->find(write) + write.size());
+          if (server_.count(name)) return reply(who, run, fa::created_and_listed{.create_ec = code(zk_error::node_exists)}, fails);
+        }
+        auto node = *parse_lock_node(name);
         auto st = make_node(node.name, node, who, run);
         reply(who, run, fa::created_and_listed{.node = node, .stat = st}, fails);
         sessions_[s].inbox.back().listing = listing(kind);
@@ -1131,6 +1151,11 @@ class simulation final : public acquire_world {
   void hold(int who, const std::string& name, std::int64_t czxid, std::uint64_t handed = 0) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     ++r_.grants;
+    c.held_kind = c.fsm && c.fsm->who().downgrade_of ? node_kind::read : c.kind;
+    // A downgrade's write lock goes once its read lock is granted; its token
+    // is the write lock's, which it may equal.
+    auto kept = std::exchange(c.downgrading, std::nullopt);
+    if (kept) release_kept_write(c, *kept);
     if (auto deleted = incarnations_[czxid].deleted_at; deleted && *deleted < c.decided_at)
       return fail("granted " + name + " on answers made after it was deleted");
     // Its session's end is known to the process, unlike an operator's
@@ -1145,9 +1170,9 @@ class simulation final : public acquire_world {
     // Gone since those answers (an operator): lost at once (its holder's
     // monitor finds it gone), beside the grants that came after its delete.
     if (!holds_on_server(c)) return;
-    auto token = std::pair(czxid, handed);
-    bool exclusive = c.kind != node_kind::read;
-    if (token <= (exclusive ? last_token_ : last_write_token_))
+    auto token = std::pair(kept ? kept->czxid : czxid, handed);
+    bool exclusive = c.held_kind != node_kind::read;
+    if (kept ? token < last_write_token_ : token <= (exclusive ? last_token_ : last_write_token_))
       return fail("the fencing token (" + std::to_string(czxid) + ", " + std::to_string(handed) +
                   ") of a grant is not greater than an earlier one's");
     last_token_ = std::max(last_token_, token);
@@ -1156,9 +1181,31 @@ class simulation final : public acquire_world {
 
   // Whether the holder's node, that incarnation, is on the server, of its
   // session.
-  bool holds_on_server(const contender_model& c) const {
-    auto it = server_.find(c.held_node);
-    return it != server_.end() && it->second.czxid == c.held_czxid && it->second.owner == sessions_[c.session].id;
+  bool holds_on_server(const contender_model& c) const { return on_server(c, c.held_node, c.held_czxid); }
+  bool on_server(const contender_model& c, const std::string& name, std::int64_t czxid) const {
+    auto it = server_.find(name);
+    return it != server_.end() && it->second.czxid == czxid && it->second.owner == sessions_[c.session].id;
+  }
+
+  // A writer's downgrade: it keeps its write lock while a read lock is
+  // acquired on a node of the write node's sequence (fair_acquire with
+  // downgrade_of), as a shared_mutex's owner asks for it.
+  void downgrade(int who) {
+    auto& c = contenders_[static_cast<std::size_t>(who)];
+    note("c" + std::to_string(who) + " downgrades " + c.held_node);
+    c.holding = false;
+    c.downgrading = contender_model::kept_write{c.held_node, c.held_czxid, c.fsm->generation()};
+    ++c.run;
+    current_ = who;
+    auto uuid = c.fsm->who().uuid;
+    c.fsm.emplace(fa::contender{.kind = node_kind::read, .uuid = uuid, .downgrade_of = c.downgrading->name});
+    act(who, c.fsm->start(*this));
+  }
+  // The write lock kept by a downgrade, released: once the read lock is
+  // granted, or the downgrade failed or stopped.
+  void release_kept_write(contender_model& c, const contender_model::kept_write& kept) {
+    note("releases the kept write " + kept.name);
+    delete_held(c.session, kept.name, kept.generation);
   }
 
   // One holder: among the holders whose node is on the server (of their
@@ -1168,7 +1215,8 @@ class simulation final : public acquire_world {
     if (o_.queue == options::recipe::semaphore) return check_leases();
     int writers = 0, readers = 0;
     for (auto& c : contenders_)
-      if (c.holding && holds_on_server(c)) (c.kind == node_kind::read ? readers : writers)++;
+      if (c.holding && holds_on_server(c)) (c.held_kind == node_kind::read ? readers : writers)++;
+      else if (c.downgrading && on_server(c, c.downgrading->name, c.downgrading->czxid)) ++writers;
     if (writers > 1 || (writers == 1 && readers > 0))
       fail(std::to_string(writers) + " writers and " + std::to_string(readers) + " readers hold at once");
   }
@@ -1190,6 +1238,7 @@ class simulation final : public acquire_world {
   // removal: by name, or found by its uuid).
   void ended(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (auto kept = std::exchange(c.downgrading, std::nullopt)) release_kept_write(c, *kept);
     if (c.race) {
       end_race(who);
       c.race.reset();
@@ -1220,6 +1269,9 @@ class simulation final : public acquire_world {
 
   void release(int who) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
+    if (c.downgrades && c.held_kind == node_kind::write && holds_on_server(c) &&
+        std::exchange(c.downgrade_next, !c.downgrade_next))
+      return downgrade(who);
     note("c" + std::to_string(who) + " releases " + c.held_node);
     c.holding = false;
     if (c.race) {
