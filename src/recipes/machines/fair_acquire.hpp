@@ -18,9 +18,10 @@
 // - a predecessor gone: the known nodes below are walked (known_nodes), or
 //   the queue is listed again;
 // - before a grant: its own node still there (after a wait, or for an
-//   election's candidate), a downgrade's write node still there after a
-//   sync, and replies recent enough to be sure of the session (else a sync
-//   and another look);
+//   election's candidate), a downgrade's write node and its own read node
+//   listed after a sync, its session not ended since the attempt began,
+//   and replies recent enough to be sure of the session (else a sync and
+//   another look);
 // - a failure the acquire rides through (the connection lost, the server
 //   busy, in the same session): wait for the connection (a pause after a
 //   busy answer) and list again; a try (one look) does not.
@@ -193,8 +194,8 @@ class fair_acquire {
     relisting,         //   then a listing
     waiting,           // for the predecessor to go
     verifying,         // its own node still there, before a grant
-    downgrade_sync,    // a downgrade's write node: a sync,
-    downgrade_look,    //   then the node still there
+    downgrade_sync,    // a downgrade's nodes: a sync,
+    downgrade_look,    //   then a listing that shows both still there
     sure_sync,         // a sync before a grant decided on old replies
     finished,
   };
