@@ -42,7 +42,7 @@ class semaphore : public detail::lock_object {
   semaphore(session& s, std::string_view path, std::size_t max_leases, lock_options options = {})
       : lock_object(s, leases_of(path, max_leases), options, detail::queue_family::semaphore),
         // One strand for both: the mutex's lost signal is bound by the
-        // acquire that waits for room (acquire_leases in engine_leases.cpp).
+        // acquire that waits for room (lease_op in engine_leases.cpp).
         locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks", std::move(options),
                                    detail::queue_family::mutex, get_executor())),
         path_(path),
@@ -76,13 +76,14 @@ class semaphore : public detail::lock_object {
   // 1 <= count <= max_leases()). void(error_code, vector<lock>)
   template <class Token = default_token>
   auto async_acquire_many(std::size_t count, Token&& token = {}) {
-    return detail::async_acquire_leases(state_, locks_, {.count = count, .max = max_}, std::forward<Token>(token));
+    return detail::async_acquire_leases<std::vector<lock>>(state_, locks_, {.count = count, .max = max_},
+                                                           std::forward<Token>(token));
   }
   template <class Token = default_token>
   auto async_acquire_many_until(std::size_t count, std::chrono::steady_clock::time_point deadline,
                                 Token&& token = {}) {
-    return detail::async_acquire_leases(state_, locks_, {.count = count, .max = max_, .deadline = deadline},
-                                        std::forward<Token>(token));
+    return detail::async_acquire_leases<std::vector<lock>>(
+        state_, locks_, {.count = count, .max = max_, .deadline = deadline}, std::forward<Token>(token));
   }
 
   // async_contenders: the lease nodes (held, or one acquirer's waiting).
@@ -96,8 +97,7 @@ class semaphore : public detail::lock_object {
   }
   template <class Token>
   auto one(detail::lease_request request, Token&& token) {
-    return detail::spawn_on<std::tuple<std::error_code, lock>>(
-        get_executor(), detail::acquire_lease(state_, locks_, request), std::forward<Token>(token));
+    return detail::async_acquire_leases<lock>(state_, locks_, request, std::forward<Token>(token));
   }
 
   std::shared_ptr<detail::engine_state> locks_;  // the semaphore's mutex, "<path>/locks"

@@ -184,9 +184,9 @@ void session_impl::on_unrecoverable() {
   // A session that will reconnect counts its next generation before it says
   // expired: whoever sees expired (from any thread: the state and the
   // generation are atomics) sees the new generation too, and knows that a
-  // session follows (the lock engine's queue_again relies on it). Its id is
+  // session follows (the lock engine's queues_again, decisions.hpp, relies on it). Its id is
   // 0 from before that until the next handshake: whoever sees the new
-  // generation never sees the old id with it (the lock engine's race_for
+  // generation never sees the old id with it (the lock engine's race_run
   // relies on it to tell its node).
   if (options_.reconnect_on_expiry) {
     id_.store(0, std::memory_order_release);

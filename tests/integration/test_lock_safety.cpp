@@ -1072,6 +1072,40 @@ TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context:
   for (auto& t : threads) t.join();
 }
 
+// The race recipes' contenders of one session take turns in the process
+// (local_turns.hpp): a turn handed to a waiter whose deadline fires in the
+// same strand tick must still be taken and passed on, or the session's line
+// waits for ever and every later acquire of it times out.
+TEST_CASE("race_mutex: waiters of one session whose deadlines race their turn leave the line moving, and nothing behind") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-race-turns");
+  race_mutex m(s, path);
+  constexpr int contenders = 8, rounds = 60;
+  int granted = 0;
+  CHECK(run_coroutines(io, 1, [&](int) { return s.async_connect(use_awaitable); }, 20s) == 0);
+  auto contender = [&](int i) -> awaitable<void> {
+    for (int round = 0; round < rounds; ++round) {
+      auto wait = std::chrono::microseconds((i * 131 + round * 977) % 3000);
+      auto [ec, held] = co_await m.async_acquire_for(wait, as_tuple(use_awaitable));
+      if (ec) continue;
+      ++granted;
+      co_await held.async_release(as_tuple(use_awaitable));
+    }
+  };
+  CHECK(run_coroutines(io, contenders, contender, 120s) == 0);
+  CHECK(granted > 0);
+  // The line still moves: a contender of the session is granted at once.
+  auto after = [&](int) -> awaitable<void> {
+    auto [ec, held] = co_await m.async_acquire_for(10s, as_tuple(use_awaitable));
+    CHECK_FALSE(ec);
+    if (!ec) co_await held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0, 10s));
+    co_await s.async_close(use_awaitable);
+  };
+  CHECK(run_coroutines(io, 1, after, 60s) == 0);
+}
+
 // What a second review found (each failed before its fix).
 
 namespace {

@@ -164,6 +164,32 @@ TEST_CASE("try, timeouts and cancellation leave no node behind") {
   }());
 }
 
+TEST_CASE("deadlines that strike at every step of an acquire (its mutex, its lease's create, its wait for room) leave no node behind") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-deadline-steps");
+  semaphore sa(a, path, 1), sb(b, path, 2);  // sb counts two: the lease made, it waits for room behind sa's
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await sa.async_acquire(use_awaitable);
+    auto other = co_await sb.async_acquire(use_awaitable);  // the room left: none
+    co_await b.async_connect(use_awaitable);
+    // A round trip here is a few hundred microseconds: the deadlines fall
+    // on the mutex's acquire, the lease's create, the listing, the watch.
+    for (int i = 0; i < 60; ++i) {
+      auto [ec, l] = co_await sb.async_acquire_for(std::chrono::microseconds(i * 97), as_tuple(use_awaitable));
+      CHECK_MESSAGE(ec == error::lock_timeout, "deadline " << i * 97 << " us: " << ec.message());
+    }
+    CHECK(co_await settles_at(a, path + "/leases", 2, 10s, queue_family::semaphore));
+    CHECK(co_await settles_at(a, path + "/locks", 0));
+    co_await held.async_release(use_awaitable);
+    auto again = co_await sb.async_acquire_for(10s, use_awaitable);
+    CHECK(again.held());
+    co_await again.async_release(use_awaitable);
+    co_await other.async_release(use_awaitable);
+    CHECK(co_await nothing_left(a, path));
+  }());
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a lease holder's session expires: its lost signal fires and the waiter gets the lease") {
   session cut_off(io, test_options(proxy.address(), 1s));
   session direct(io, test_options(servers.hosts(), 10s));

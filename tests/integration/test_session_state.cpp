@@ -261,10 +261,10 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
     // Another thread watches the state and the generation throughout: a
     // session that will reconnect counts its new generation before it says
     // expired, so expired is never seen with the old one (the lock engine
-    // relies on it to requeue waiters, engine_acquire.cpp's queue_again).
+    // relies on it to requeue waiters, decisions.hpp's queues_again).
     // Nor is the old session's id seen with the new generation: the id is
     // 0 until the new session's handshake (the race recipes rely on it to
-    // tell their node, engine_race.cpp's race_for).
+    // tell their node, race_run.cpp's look).
     std::atomic<bool> watching{true}, expired_with_old_generation{false}, new_generation_with_old_id{false};
     std::thread watcher([&] {
       while (watching.load()) {

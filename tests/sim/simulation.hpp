@@ -23,7 +23,7 @@
 //
 // The race recipes: one EPHEMERAL node at the lock path, made by whoever
 // is first (node_exists for the others), watched for its deletion; the
-// harness plays race_for (engine_race.cpp): the contenders of one session
+// harness plays race_run (race_run.cpp): the contenders of one session
 // take turns (local_turns: a line per session and generation, which ends
 // with its session), and an attempt that sent a create, stopped or
 // failed, removes the node if its session's and only then passes its turn

@@ -55,9 +55,14 @@ struct acquire_request {
   std::optional<std::string> data = std::nullopt;  // written into the node; else the options' data
   bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
-// Starts the acquire; `done` completes with the lock or why not. The fair
-// recipes run as a state machine (src/recipes/machines/fair_acquire.hpp) driven by
-// its runner; the race recipes as race() below.
+// Starts the acquire; `done` completes with the lock or why not. Each
+// attempt is a state machine without I/O driven by one runner
+// (src/recipes/engine/acquire_runner.cpp): the fair recipes' fair_acquire,
+// and the race recipes' race_acquire (race_mutex, election's race mode: one
+// EPHEMERAL node at the engine's path, created by whoever is first; the
+// others wait for its deletion and race again, seed 003's non-fair lock;
+// within a session, contenders take turns in the process, local_turns.hpp;
+// `kind` is ignored).
 void start_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, completion_ptr<lock> done);
 // n leases of a semaphore at once (Curator's InterProcessSemaphoreV2): its
 // mutex `locks` taken (so one acquirer at a time waits for room), a lease
@@ -69,21 +74,9 @@ struct lease_request {
   bool try_once = false;
   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
 };
-asio::awaitable<std::tuple<std::error_code, std::vector<lock>>> acquire_leases(std::shared_ptr<engine_state> leases,
-                                                                             std::shared_ptr<engine_state> locks,
-                                                                             lease_request request);
-// One lease: acquire_leases' first.
-asio::awaitable<std::tuple<std::error_code, lock>> acquire_lease(std::shared_ptr<engine_state> leases,
-                                                               std::shared_ptr<engine_state> locks,
-                                                               lease_request request);
-
-// The race recipes (race_mutex, election's race mode): one EPHEMERAL node at
-// the engine's path, created by whoever is first; the others wait for its
-// deletion and race again (seed 003's non-fair lock). Within a session,
-// contenders take turns in the process (local_turns.hpp). Reentrancy by
-// owner as for acquire; `kind` is ignored.
-asio::awaitable<std::tuple<std::error_code, lock>> race(std::shared_ptr<engine_state> engine,
-                                                      acquire_request request);
+// Starts it; `done` completes with the leases or why not.
+void start_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
+                          lease_request request, completion_ptr<std::vector<lock>> done);
 
 // Who holds the engine's one place now: the first of an election's queue, or
 // the race node's creator; nullopt when nobody does.
@@ -100,17 +93,42 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
 // Curator's revocation: "__REVOKE__" written into the contender's node.
 asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> engine, std::string node);
 
-// A lock's completion that completes `outer` with a T made of the lock (an
-// election's leadership); `outer`'s cancellation cancels it.
-template <class T>
-class completion_as final : public completion<lock> {
+// What an operation completes with, made of what the engine gives: an
+// election's leadership of its lock; one lease of the leases acquired.
+template <class T, class From>
+T made_of(From from) {
+  if constexpr (std::is_same_v<From, std::vector<lock>>) return from.empty() ? lock{} : std::move(from.front());
+  else return T(std::move(from));
+}
+
+// An engine's completion (of a From) that completes `outer` with a T made
+// of it; `outer`'s cancellation cancels it.
+template <class T, class From>
+class completion_as final : public completion<From> {
  public:
   explicit completion_as(completion_ptr<T> outer) : outer_(std::move(outer)) {}
 
  private:
-  void deliver(std::error_code ec, lock held) override { outer_->complete(ec, T(std::move(held))); }
+  void deliver(std::error_code ec, From from) override { outer_->complete(ec, made_of<T>(std::move(from))); }
   completion_ptr<T> outer_;
 };
+
+// The completion of the user's `handler` (on the engine's strand, cancelled
+// by its slot: terminal and partial; total is not honoured, the operation
+// has effects), as the engine's completion of a From.
+template <class T, class From, class Handler>
+completion_ptr<From> engine_completion(Handler&& handler, const lock_strand& strand) {
+  auto outer = make_completion<T>(std::forward<Handler>(handler), strand, strand, write_cancellation);
+  if constexpr (std::is_same_v<T, From>) {
+    return outer;
+  } else {
+    completion_ptr<From> inner = std::make_shared<completion_as<T, From>>(outer);
+    outer->on_cancel = [weak = std::weak_ptr<completion<From>>(inner)] {
+      if (auto c = weak.lock()) c->cancel();
+    };
+    return inner;
+  }
+}
 
 // The acquire as an asynchronous operation, completing with a T made of the
 // lock (a lock, or an election's leadership): terminal and partial
@@ -120,17 +138,7 @@ template <class T, class Token>
 auto async_acquire_as(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
   return asio::async_initiate<Token, void(std::error_code, T)>(
       [](auto handler, std::shared_ptr<engine_state> engine, acquire_request request) {
-        auto strand = strand_of(*engine);
-        auto outer = make_completion<T>(std::move(handler), strand, strand, write_cancellation);
-        completion_ptr<lock> done;
-        if constexpr (std::is_same_v<T, lock>) {
-          done = std::move(outer);
-        } else {
-          done = std::make_shared<completion_as<T>>(outer);
-          outer->on_cancel = [weak = std::weak_ptr<completion<lock>>(done)] {
-            if (auto inner = weak.lock()) inner->cancel();
-          };
-        }
+        auto done = engine_completion<T, lock>(std::move(handler), strand_of(*engine));
         start_acquire(engine, std::move(request), std::move(done));
       },
       token, engine, std::move(request));
@@ -139,11 +147,18 @@ template <class Token>
 auto async_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
   return async_acquire_as<lock>(engine, std::move(request), std::forward<Token>(token));
 }
-template <class Token>
+// Leases (a vector of locks) or one lease (a lock), as an asynchronous
+// operation: cancelled as an acquire is (its nodes go in the background).
+template <class T, class Token>
 auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
                           lease_request request, Token&& token) {
-  return spawn_on<std::tuple<std::error_code, std::vector<lock>>>(
-      strand_of(*leases), acquire_leases(leases, locks, std::move(request)), std::forward<Token>(token));
+  return asio::async_initiate<Token, void(std::error_code, T)>(
+      [](auto handler, std::shared_ptr<engine_state> leases, std::shared_ptr<engine_state> locks,
+         lease_request request) {
+        auto done = engine_completion<T, std::vector<lock>>(std::move(handler), strand_of(*leases));
+        start_acquire_leases(leases, locks, request, std::move(done));
+      },
+      token, leases, locks, request);
 }
 template <class Token>
 auto async_current_leader(const std::shared_ptr<engine_state>& engine, Token&& token) {

@@ -10,6 +10,7 @@
 #include "recipes/engine/engine_acquire.hpp"
 #include "recipes/engine/engine_hold.hpp"
 #include "recipes/engine/engine_nodes.hpp"
+#include "recipes/engine/race_run.hpp"
 #include "recipes/machines/fair_acquire.hpp"
 
 namespace zkasio::detail {
@@ -97,15 +98,13 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
   return reply;
 }
 
-bool busy_answer(std::error_code ec) { return ec == zk_error::throttled_op || ec == zk_error::session_moved; }
-
 // Runs one fair_acquire after another on the session: what acquire_op and
 // node_op share. Carries each action out, with the reply bound to the
-// strand and to the `pending_` signal (stop() cancels it), and feeds it back
-// in; a reply of an earlier attempt (stopped) is dropped.
-class contender_run : public std::enable_shared_from_this<contender_run>, public known_nodes::gone_waiter {
+// strand and to the pending request's signal (stop() cancels it), and feeds
+// it back in; a reply of an earlier attempt (stopped) is dropped.
+class contender_run : public machine_run<contender_run>, public known_nodes::gone_waiter {
  public:
-  explicit contender_run(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
+  explicit contender_run(std::shared_ptr<engine_state> m) : machine_run(std::move(m)) {}
 
   // The node waited for in this process is gone (known_nodes, from any
   // thread): fed in on the strand unless that wait was stopped.
@@ -118,6 +117,8 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
   }
 
  protected:
+  friend class machine_run<contender_run>;
+
   // Starts a new attempt of `who`.
   void run(fair_acquire::contender who) {
     fsm_.emplace(std::move(who));
@@ -126,15 +127,24 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     engine_world world(*m_);
     act(fsm_->start(world));
   }
+  // An acquire's next attempt (acquire_op): a new node.
+  void start_attempt(const acquire_request& request, std::optional<std::string> downgrade_of) {
+    run({.kind = request.kind,
+         .uuid = make_uuid(),
+         .downgrade_of = std::move(downgrade_of),
+         .confirm_owner = request.confirm_owner,
+         .one_look = request.try_once});
+  }
+  bool running() const { return fsm_ && !fsm_->finished(); }
+  std::uint64_t attempt_generation() const { return fsm_->generation(); }
   // Ends the attempt where it stands: its pending request cancelled, a
   // create's reply still to come not adopted (the attempt's removal finds
   // its node), later replies dropped.
   void stop() {
-    if (!fsm_ || fsm_->finished()) return;
+    if (!running()) return;
     fsm_->abort();
-    ++runs_;
     if (reply_ && !reply_->done) reply_->abandoned = true;
-    pending_.emit(asio::cancellation_type::terminal);
+    stop_pending();
     stop_own_watch();
     stop_local_wait();
   }
@@ -152,41 +162,24 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     a.stat = fsm_->stat();
     a.reply = reply_;
   }
-  // The attempt ended: with grant{} (write_into says its node) or fail{ec}.
-  virtual void ended(const fair_acquire::action& end) = 0;
+  attempt take_attempt() const {
+    attempt a;
+    write_into(a);
+    return a;
+  }
+  // A failed or stopped attempt's node goes, in the background.
+  std::vector<background<std::error_code>> discard_attempt() const { return discard(m_, {take_attempt()}); }
+  // The attempt ended: granted (no error; write_into says its node), or failed.
+  virtual void ended(std::error_code ec) = 0;
   // What its node holds.
   virtual const std::string& node_data() const = 0;
   // A create was sent (it may take effect): for a caller that removes it.
   virtual void sent_create() {}
 
-  std::shared_ptr<engine_state> m_;
   std::optional<fair_acquire> fsm_;
   std::shared_ptr<create_reply> reply_;  // of its latest create, until answered and fed in
 
  private:
-  // A handler of this attempt: on the strand, cancelled by stop(), calling
-  // f(values...) unless the attempt is over (stopped, or ended by its own
-  // node's watch while this request was pending). Answered, its request
-  // leaves `pending_` (Asio's timers leave their handler in the slot, and
-  // stop() must not call what belongs to a request already answered).
-  template <class F>
-  auto on_strand(F f) {
-    return asio::bind_cancellation_slot(
-        pending_.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), at = runs_,
-                                                          f = std::move(f)](auto&&... values) mutable {
-          if (at != self->runs_ || !self->fsm_ || self->fsm_->finished()) return;
-          self->pending_.slot().clear();
-          f(*self, std::forward<decltype(values)>(values)...);
-        }));
-  }
-  // A reply's handler: fed back in as make_event(values...).
-  template <class MakeEvent>
-  auto reply(MakeEvent make_event) {
-    return on_strand([make_event = std::move(make_event)](contender_run& self, auto&&... values) mutable {
-      self.resume(make_event(std::forward<decltype(values)>(values)...));
-    });
-  }
-
   void resume(fair_acquire::event e) {
     engine_world world(*m_);
     act(fsm_->resume(std::move(e), world));
@@ -205,7 +198,8 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     // may end it first: lock_lost), lest its entry keep this runner and tell
     // it of a wait it no longer has.
     stop_local_wait();
-    if (auto* c = std::get_if<fa::connect>(&next)) return connect(c->after);
+    if (auto* c = std::get_if<fa::connect>(&next))
+      return connect(c->after, [](std::error_code ec) -> fa::event { return fa::connected{ec}; });
     if (std::holds_alternative<fa::create_and_list>(next)) return create_and_list();
     if (std::holds_alternative<fa::list>(next)) return list();
     if (std::holds_alternative<fa::sync>(next))
@@ -216,10 +210,7 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
                                 }));
     if (std::holds_alternative<fa::make_parents>(next)) {
       // (Parents are shared containers: nothing to undo when stopped.)
-      return asio::co_spawn(m_->strand, create_parents(*m_, m_->path),
-                            reply([](std::exception_ptr e, std::error_code ec) -> fa::event {
-                              return fa::parents_made{e ? code_of(e) : ec};
-                            }));
+      return spawn(create_parents(*m_, m_->path), [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&next)) {
       if (w->watch_own) watch_own();
@@ -229,7 +220,8 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     // predecessor: that wait goes (it would hold this runner, and a watch,
     // until the predecessor went).
     pending_.emit(asio::cancellation_type::terminal);
-    ended(next);
+    auto* failed = std::get_if<fa::fail>(&next);
+    ended(failed ? failed->ec : std::error_code{});
   }
 
   // A reply of the own node's watch: fed in unless the watch was stopped.
@@ -238,7 +230,7 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     return asio::bind_cancellation_slot(
         stop.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), runs = runs_, own = own_runs_,
                                                       make_event = std::move(make_event)](auto&&... values) mutable {
-          if (runs != self->runs_ || own != self->own_runs_ || !self->fsm_ || self->fsm_->finished()) return;
+          if (runs != self->runs_ || own != self->own_runs_ || !self->running()) return;
           self->resume(make_event(std::forward<decltype(values)>(values)...));
         }));
   }
@@ -261,18 +253,6 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     ++own_runs_;
     own_watch_stop_.emit(asio::cancellation_type::terminal);
     own_check_stop_.emit(asio::cancellation_type::terminal);
-  }
-
-  // Once it may ask again: connected, after a pause when the server said it
-  // was busy (see busy_backoff.hpp).
-  void connect(std::error_code after) {
-    auto connected = [](std::error_code ec) -> fair_acquire::event { return fair_acquire::connected{ec}; };
-    if (!busy_answer(after)) return m_->s.async_connect(reply(connected));
-    auto pause = std::make_shared<asio::steady_timer>(m_->strand, m_->busy.next(std::chrono::steady_clock::now()));
-    pause->async_wait(on_strand([pause, connected](contender_run& self, std::error_code ec) {
-      if (ec) return self.resume(fair_acquire::connected{ec});
-      self.m_->s.async_connect(self.reply(connected));
-    }));
   }
 
   void create_and_list() {
@@ -312,48 +292,41 @@ class contender_run : public std::enable_shared_from_this<contender_run>, public
     if (std::exchange(waiting_here_, false)) m_->known->forget_wait(fsm_->predecessor(), this);
   }
 
-  asio::cancellation_signal pending_;  // the pending request's
-  std::uint32_t runs_ = 0;             // counts attempts, and stops: replies of another are dropped
   asio::cancellation_signal own_watch_stop_, own_check_stop_;  // the own node's watch and its exists
   std::uint32_t own_runs_ = 0;  // counts the own node's watches stopped: their late replies are dropped
   bool waiting_here_ = false;   // on a node of its session, in this process (wait_gone)
 };
 
-// One acquire of a fair queue (start_acquire), from the caller's operation
-// to its completion `done_`: acquire_flow's runner, and fair_acquire's for
-// each of its attempts.
-class acquire_op final : public contender_run {
+// One acquire of a lock recipe (start_acquire), from the caller's operation
+// to its completion `done_`: acquire_flow's runner, and the runner of each
+// of its attempts, `Attempts`: contender_run (fair_acquire: the fair queues)
+// or race_run (race_acquire: the race recipes), which provides
+// start_attempt, running, stop, take_attempt, discard_attempt and
+// attempt_generation, and calls ended(error) when an attempt ends.
+template <class Attempts>
+class acquire_op final : public Attempts {
  public:
   acquire_op(std::shared_ptr<engine_state> m, acquire_request request, completion_ptr<lock> done)
-      : contender_run(std::move(m)), request_(std::move(request)), done_(std::move(done)) {}
+      : Attempts(std::move(m)), request_(std::move(request)), done_(std::move(done)) {}
 
   // On the strand.
   void begin() {
     if (done_->done()) return;  // cancelled before it ran: nothing made
-    // The caller's cancellation (terminal, partial) has completed the
-    // operation (operation_aborted) when this runs; what is left goes.
-    done_->on_cancel = [weak = weak()] {
-      if (auto self = weak.lock()) self->stop_with(asio::error::operation_aborted);
-    };
-    if (request_.deadline) {
-      deadline_ = std::make_unique<asio::steady_timer>(m_->strand, *request_.deadline);
-      deadline_->async_wait([weak = weak()](std::error_code ec) {
-        auto self = weak.lock();
-        if (!ec && self) self->stop_with(deadline_passed(self->m_->s));
-      });
-    }
-    auto found = request_.who ? reentry_of(*m_, *request_.who, request_.kind) : reentry{};
+    deadline_ = arm_stops(this->m_, *done_, request_.deadline, [weak = weak()](std::error_code ec) {
+      if (auto self = weak.lock()) self->stop_with(ec);
+    });
+    auto found = request_.who ? reentry_of(*this->m_, *request_.who, request_.kind) : reentry{};
     flow_ = acquire_flow({.try_once = request_.try_once,
-                          .local_run = m_->options.local_handoff.has_value(),
-                          .requeue_on_expiry = m_->options.requeue_on_expiry,
+                          .local_run = this->m_->options.local_handoff.has_value(),
+                          .requeue_on_expiry = this->m_->options.requeue_on_expiry,
                           .holds = reentry_with(found)});
     carry_out(flow_.start(look()), found.h);
   }
 
  private:
-  std::weak_ptr<acquire_op> weak() { return std::static_pointer_cast<acquire_op>(shared_from_this()); }
+  std::weak_ptr<acquire_op> weak() { return std::static_pointer_cast<acquire_op>(this->shared_from_this()); }
 
-  const std::string& node_data() const override { return request_.data ? *request_.data : m_->options.data; }
+  const std::string& node_data() const override { return request_.data ? *request_.data : this->m_->options.data; }
 
   // The owner's hold found (reentry_of), as the flow takes it; a
   // downgrade keeps its grant's fencing token.
@@ -372,12 +345,12 @@ class acquire_op final : public contender_run {
   }
 
   acquire_flow::look look() const {
-    auto state = m_->s.state();
-    return {.generation = m_->s.generation(),
+    auto state = this->m_->s.state();
+    return {.generation = this->m_->s.generation(),
             .connected = state == session_state::connected,
             .expired = state == session_state::expired,
             .closed = state == session_state::closed,
-            .run_active = m_->run.active};
+            .run_active = this->m_->run.active};
   }
 
   void feed(const acquire_flow::event& e) { carry_out(flow_.resume(e, look())); }
@@ -391,11 +364,11 @@ class acquire_op final : public contender_run {
     using af = acquire_flow;
     follow_lead(next);
     if (std::holds_alternative<af::attempt>(next)) {
-      return attempt_again(flow_.downgrade() && found ? std::optional(found->name) : std::nullopt);
+      return this->start_attempt(request_, flow_.downgrade() && found ? std::optional(found->name) : std::nullopt);
     }
     if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
     if (std::holds_alternative<af::connect>(next))
-      return m_->s.async_connect(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
+      return this->m_->s.async_connect(asio::bind_executor(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
         static_cast<acquire_op&>(*self).feed(af::connected{ec});
       }));
     if (std::holds_alternative<af::keep_waiting>(next)) return;
@@ -403,41 +376,25 @@ class acquire_op final : public contender_run {
     if (std::holds_alternative<af::take_handed>(next)) return complete({}, std::move(std::exchange(ticket_, nullptr)->handed));
     if (std::holds_alternative<af::pass_on>(next)) return ticket_.reset();  // (its lock, its lead: to the next)
     if (std::holds_alternative<af::granted>(next)) {
-      auto a = whole();
-      auto held = granted(m_, a, request_.who);
+      auto a = this->take_attempt();
+      a.downgrade_token = downgrade_token_;
+      auto held = granted(this->m_, a, request_.who);
       lead_.hand_to(held);
       lead_ = {};  // (not given to a hold that may be lost already: it goes on)
       return complete({}, std::move(held));
     }
     auto& failed = std::get<af::fail>(next);
-    if (failed.after_removal) return complete_after(std::move(removing), failed.ec);
-    complete(failed.ec);
-  }
-
-  void attempt_again(std::optional<std::string> downgrade_of) {
-    run({.kind = request_.kind,
-         .uuid = make_uuid(),
-         .downgrade_of = std::move(downgrade_of),
-         .confirm_owner = request_.confirm_owner,
-         .one_look = request_.try_once});
-  }
-
-  // The attempt as a whole, for its hold or its removal.
-  attempt whole() const {
-    attempt a;
-    write_into(a);
-    a.downgrade_token = downgrade_token_;
-    a.confirm_owner = request_.confirm_owner;
-    return a;
+    if (!failed.after_removal) return complete(failed.ec);
+    after_removal(this->m_, std::move(removing), failed.ec, [self = this->shared_from_this()](std::error_code ec) {
+      static_cast<acquire_op&>(*self).complete(ec);
+    });
   }
 
   // An attempt failed: its node goes (in the background) before the flow
   // decides what follows.
-  void ended(const fair_acquire::action& end) override {
-    auto* failed = std::get_if<fair_acquire::fail>(&end);
-    auto removing = failed ? discard(m_, {whole()}) : std::vector<background<std::error_code>>{};
-    auto next = flow_.resume(acquire_flow::attempt_ended{failed ? failed->ec : std::error_code{}, fsm_->generation()},
-                             look());
+  void ended(std::error_code ec) override {
+    auto removing = ec ? this->discard_attempt() : std::vector<background<std::error_code>>{};
+    auto next = flow_.resume(acquire_flow::attempt_ended{ec, this->attempt_generation()}, look());
     carry_out(std::move(next), nullptr, std::move(removing));
   }
 
@@ -450,26 +407,11 @@ class acquire_op final : public contender_run {
     auto next = flow_.resume(acquire_flow::stopped{ec}, look());
     if (waiting)
       if (auto wait = run_wait_.lock()) wait->cancel();
-    if (attempting && fsm_ && !fsm_->finished()) {
-      stop();
-      discard(m_, {whole()});
+    if (attempting && this->running()) {
+      this->stop();
+      this->discard_attempt();
     }
     carry_out(next);
-  }
-
-  // After lock_busy (a try), the nodes are gone by the time it reports
-  // (operation_aborted if cancelled meanwhile: they go on).
-  void complete_after(std::vector<background<std::error_code>> removing, std::error_code ec) {
-    asio::co_spawn(
-        m_->strand,
-        [](std::vector<background<std::error_code>> removing, std::error_code ec) -> awaitable<std::error_code> {
-          for (auto& r : removing)
-            if (!co_await r.wait()) co_return std::error_code(asio::error::operation_aborted);
-          co_return ec;
-        }(std::move(removing), ec),
-        [self = shared_from_this()](std::exception_ptr e, std::error_code ec) {
-          static_cast<acquire_op&>(*self).complete(e ? code_of(e) : ec);
-        });
   }
 
   void complete(std::error_code ec, lock held = {}) {
@@ -483,16 +425,16 @@ class acquire_op final : public contender_run {
     ticket_ = std::make_shared<run_ticket>();
     // (The line holds the wait, and the wait this acquire.)
     // (Cancelled, as the acquire stops: nothing was handed over.)
-    auto wait = make_completion<>(asio::bind_executor(m_->strand, [self = shared_from_this()](std::error_code ec) {
+    auto wait = make_completion<>(asio::bind_executor(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
                                     if (!ec) static_cast<acquire_op&>(*self).handed();
                                   }),
-                                  m_->strand, m_->strand, read_cancellation);
+                                  this->m_->strand, this->m_->strand, read_cancellation);
     // A waiter that leaves, leaves the line at once (the line may be long).
-    wait->on_cancel = [&waiting = m_->run.waiting, raw = wait.get()] {
+    wait->on_cancel = [&waiting = this->m_->run.waiting, raw = wait.get()] {
       std::erase_if(waiting, [&](const local_run::waiter& w) { return w.done.get() == raw; });
     };
     run_wait_ = wait;
-    m_->run.waiting.push_back({std::move(wait), request_.who, ticket_});
+    this->m_->run.waiting.push_back({std::move(wait), request_.who, ticket_});
   }
 
   // Handed the lock, or the lead, by the run. Stopped between the hand-over
@@ -517,11 +459,11 @@ class acquire_op final : public contender_run {
         // node gone: this acquire leads in its place.)
         auto h = ticket->handed_hold.lock();
         lead_ = ticket->lead.leads() ? std::move(ticket->lead)
-                : h                  ? run_lead::taken_from(m_, *h, std::move(ticket->handed))
+                : h                  ? run_lead::taken_from(this->m_, *h, std::move(ticket->handed))
                                      : run_lead{};
       } else {
-        m_->run.active = true;
-        lead_ = run_lead(m_);
+        this->m_->run.active = true;
+        lead_ = run_lead(this->m_);
       }
     }
     if (flow_.leads() || std::holds_alternative<acquire_flow::granted>(next)) return;
@@ -562,10 +504,9 @@ class node_op final : public contender_run {
     caller_->submitted = true;
     caller_->reply = reply_;
   }
-  void ended(const fair_acquire::action& end) override {
+  void ended(std::error_code ec) override {
     write_into(*caller_);
-    auto* fail = std::get_if<fair_acquire::fail>(&end);
-    done_->complete(fail ? fail->ec : std::error_code{});
+    done_->complete(ec);
   }
 
   attempt* caller_;  // lives until done_ completes: the caller awaits it
@@ -580,23 +521,13 @@ void start_create_node(const std::shared_ptr<engine_state>& m, attempt& a, compl
 }
 
 void start_acquire(const std::shared_ptr<engine_state>& m, acquire_request request, completion_ptr<lock> done) {
-  if (m->family != queue_family::race) {
-    auto op = std::make_shared<acquire_op>(m, std::move(request), std::move(done));
-    return asio::dispatch(m->strand, [op] { op->begin(); });
-  }
-  // The race recipes' coroutine (engine_race.cpp), stopped by the caller's
-  // cancellation.
-  asio::dispatch(m->strand, [m, request = std::move(request), done = std::move(done)]() mutable {
-    if (done->done()) return;
-    auto stop = std::make_shared<asio::cancellation_signal>();
-    done->on_cancel = [stop] { stop->emit(asio::cancellation_type::terminal); };
-    asio::co_spawn(m->strand, race(m, std::move(request)),
-                   asio::bind_cancellation_slot(stop->slot(), [done, stop](std::exception_ptr e,
-                                                                           std::tuple<std::error_code, lock> result) {
-                     if (e) std::get<0>(result) = code_of(e);
-                     done->complete(std::get<0>(result), std::move(std::get<1>(result)));
-                   }));
-  });
+  auto begin = [&]<class Attempts>(Attempts*) {
+    auto op = std::make_shared<acquire_op<Attempts>>(m, std::move(request), std::move(done));
+    asio::dispatch(m->strand, [op] { op->begin(); });
+  };
+  if (m->family != queue_family::race) return begin(static_cast<contender_run*>(nullptr));
+  request.kind = node_kind::lock;  // (an election's too: the race's one node is of no queue's kind)
+  begin(static_cast<race_run*>(nullptr));
 }
 
 }  // namespace zkasio::detail

@@ -10,12 +10,13 @@
 //                       and a mutex's in-process handoff (lock_options::local_handoff)
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
-//   acquire_runner.cpp  the runner of the fair acquire's state machines (acquire_flow.cpp
-//                       around fair_acquire.cpp): every lock recipe's acquire (start_acquire)
+//   acquire_runner.cpp  the runner of the acquire's state machines (acquire_flow.cpp
+//                       around fair_acquire.cpp or race_acquire.cpp): every lock recipe's
+//                       acquire (start_acquire); its header: what its runners share (machine_run)
 //   engine_leases.cpp   the semaphore's leases (decided by lease_acquire.cpp and, its wait
 //                       for room, room_wait.cpp: state machines without I/O)
-//   engine_race.cpp     the race recipes' acquire (race_mutex, election's race mode),
-//                       decided by race_acquire.cpp
+//   race_run.cpp        the runner of the race recipes' attempts (race_mutex, election's
+//                       race mode), decided by race_acquire.cpp, and their cleanup
 //   engine_leader.cpp   who leads, the queue as seen from outside, revocation
 //   lock.cpp            the lock object and owner
 // and, beside them, in the folders beside engine/: the rules without I/O
@@ -27,7 +28,7 @@
 // local_turns).
 // The parts call one another without cycles: engine_nodes calls none of
 // the others; engine_hold calls engine_nodes; engine_acquire both; the
-// runners (acquire_runner, engine_leases, engine_race) and engine_leader
+// runners (acquire_runner with race_run, engine_leases) and engine_leader
 // call those, never the reverse; lock.cpp (the lock object) gives a grant
 // back through engine_hold.
 #pragma once
@@ -286,9 +287,6 @@ struct attempt {
   std::int64_t downgrade_token = 0;          // the write grant's fencing token
   uuid_text uuid{};
   std::string data{};  // written into the node
-  // Granted only once its node is seen owned by this session (an election:
-  // Curator's CURATOR-696 granted leadership on a node of an earlier session).
-  bool confirm_owner = false;
   // A try's: one look, so a lost connection ends it (ride_through) where an
   // acquire waits for the connection. Its cleanup rides through all the same.
   bool one_look = false;
@@ -308,22 +306,6 @@ struct attempt {
 
 using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
 
-// A wait in this process (known_nodes', local_turns'): `start(done)`
-// registers the completion `done`, which is completed on the engine's strand;
-// cancelling the wait withdraws it there. Not a coroutine: a waiter's frames
-// are most of its memory (issue #14), and this one would hold nothing. The
-// awaitable runs `start` when it is awaited, so what `start` refers to must
-// live until then (the awaiting frame's).
-template <class Start>
-awaitable<std::tuple<std::error_code>> wait_here(const std::shared_ptr<engine_state>& m, Start start) {
-  auto token = as_tuple(use_awaitable);
-  return asio::async_initiate<decltype(token), void(std::error_code)>(
-      [m, start = std::move(start)](auto handler) mutable {
-        start(make_completion<>(std::move(handler), m->strand, m->strand, read_cancellation));
-      },
-      token);
-}
-
 // Why an acquire's deadline passed: the lock was busy (lock_timeout), or
 // no server was connected then (not_connected): a program, and zklock's
 // exit status, tell "held by another" from "unreachable".
@@ -336,30 +318,6 @@ inline std::error_code deadline_passed(const session& s) {
 inline bool awaiting_server(const session& s) {
   auto state = s.state();
   return state == session_state::connecting || state == session_state::suspended || state == session_state::expired;
-}
-
-// `work`, or deadline_passed at the deadline. (A frame of its own: a waiter
-// without a deadline carries no timer.)
-template <class Result>
-awaitable<Result> until(const session& s, awaitable<Result> work, std::chrono::steady_clock::time_point deadline) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  // The timer never throws: cancelled, both branches would fail, and `||`
-  // would throw neither's exception but multiple_exceptions.
-  auto raced = co_await (std::move(work) || timer.async_wait(as_tuple(use_awaitable)));
-  if (raced.index() == 0) co_return std::move(std::get<0>(raced));
-  auto [timer_ec] = std::get<1>(raced);
-  Result result{};
-  std::get<0>(result) = timer_ec ? std::error_code(asio::error::operation_aborted) : deadline_passed(s);
-  co_return result;
-}
-
-// `work`, under `deadline` if there is one (until).
-template <class Result>
-awaitable<Result> within(const session& s, awaitable<Result> work,
-                         std::optional<std::chrono::steady_clock::time_point> deadline) {
-  // (Not a conditional expression: g++ 12 runs the co_awaits of both branches.)
-  if (deadline) co_return co_await until(s, std::move(work), *deadline);
-  co_return co_await std::move(work);
 }
 
 }  // namespace zkasio::detail

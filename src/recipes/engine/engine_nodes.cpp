@@ -111,7 +111,6 @@ attempt fresh_attempt(const engine_state& m, const acquire_request& request) {
   return {.kind = request.kind,
           .uuid = make_uuid(),
           .data = request.data.value_or(m.options.data),
-          .confirm_owner = request.confirm_owner,
           .one_look = request.try_once,
           .node = {},
           .stat = {}};

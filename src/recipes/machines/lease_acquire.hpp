@@ -77,6 +77,8 @@ class lease_acquire {
   // runner's: fail(internal_error).
   action resume(const event& e, const look& now);
 
+  // Stopped by its runner (the deadline, the caller's cancellation).
+  void abort() noexcept { stage_ = stage::finished; }
   bool finished() const noexcept { return stage_ == stage::finished; }
   // The attempt's session: where its mutex was taken and its leases made.
   std::uint64_t generation() const noexcept { return generation_; }

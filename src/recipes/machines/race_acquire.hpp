@@ -21,9 +21,9 @@
 // - a failure it rides through (the connection lost, the server busy, in
 //   the same session; a try does not): wait for the connection and go on;
 //   a later session: session_expired.
-// The runner (engine_race.cpp) carries the actions out; the deadline, the
+// The runner (race_run.hpp) carries the actions out; the deadline, the
 // caller's cancellation and the removal of a node made by a failed attempt
-// are its. Unit-tested by scripted events in tests/unit/test_race_acquire.cpp.
+// are its and acquire_flow's, as for a fair queue's attempts. Unit-tested by scripted events in tests/unit/test_race_acquire.cpp.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +83,8 @@ class race_acquire {
   // is not the one the last action waits for is a broken promise of the
   // runner's: fail(internal_error).
   action resume(const event& e, const look& now);
+  // Stopped by its runner (the deadline, the caller's cancellation).
+  void abort() noexcept { stage_ = stage::finished; }
   bool finished() const noexcept { return stage_ == stage::finished; }
 
   // The session it races in (set once connected) and that session's id (set
