@@ -128,6 +128,8 @@ struct engine_state;
 struct grant;
 // async_wait_lost's start, on the grant's strand.
 void wait_lost(grant& g, completion_ptr<> done);
+// async_release's start, on the grant's strand (a released grant: not_held).
+void release(std::shared_ptr<grant> g, completion_ptr<> done);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
@@ -298,9 +300,14 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   template <class Token = default_token>
   auto async_release(Token&& token = {}) {
     if (!engine_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
-    auto strand = get_executor();
-    return detail::spawn_on<std::tuple<std::error_code>>(
-        std::move(strand), release_coroutine(std::exchange(grant_, {})), std::forward<Token>(token));
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [](auto handler, std::shared_ptr<detail::grant> grant, asio::any_io_executor strand) {
+          auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::write_cancellation);
+          asio::dispatch(strand, [grant = std::move(grant), done = std::move(done)]() mutable {
+            detail::release(std::move(grant), std::move(done));
+          });
+        },
+        token, std::exchange(grant_, {}), get_executor());
   }
 
   // A multi that first checks that the lock node still exists: the writes
@@ -316,8 +323,6 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   }
 
  private:
-  static asio::awaitable<std::tuple<std::error_code>> release_coroutine(
-      std::shared_ptr<detail::grant> grant);
   static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
   guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
 

@@ -1285,6 +1285,35 @@ TEST_CASE("a mutex leaves nothing waiting on its session once it is gone") {
   CHECK(grown < 1'000'000);  // 20,000 mutexes: under 50 bytes each
 }
 
+// A revoked lock may be lost with its node still there: its monitor then
+// watches on until the node goes (the release's delete), with requests of
+// a stage of their own. Each must be cancelled when the release stops the
+// monitor, or it keeps the monitor and the hold alive until the session's
+// state next changes (never, on a steady connection).
+TEST_CASE("revoked and released locks leave nothing behind in the process, on a steady session") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("safety-revoke-churn");
+  mutex m(s, path);
+  auto cycle = [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto name = held.node().substr(held.node().rfind('/') + 1);
+    co_await m.async_revoke(name, use_awaitable);
+    co_await held.async_wait_lost(use_awaitable);
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(released == error::lock_lost);
+  };
+  run(io, cycle());  // (the first allocations of each kind)
+  auto base = mallinfo2().uordblks;
+  run(io, [&]() -> awaitable<void> {
+    for (int i = 0; i < 200; ++i) co_await cycle();
+    CHECK(co_await settles_at(s, path, 0, 10s));
+  }());
+  auto grown = static_cast<long long>(mallinfo2().uordblks) - static_cast<long long>(base);
+  CAPTURE(grown);
+  CHECK(grown < 40'000);  // 200 revoked holds: under 200 bytes each
+}
+
 TEST_CASE("a release that never starts (its awaitable dropped) still releases") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));

@@ -41,20 +41,24 @@ class machine_run : public std::enable_shared_from_this<Run> {
  protected:
   explicit machine_run(std::shared_ptr<engine_state> m) : m_(std::move(m)) {}
 
-  // A handler of this attempt: on the strand, cancelled by stop_pending(),
-  // calling f(run, values...) unless the attempt is over (stopped, or ended
-  // while this request was pending). Answered, its request leaves `pending_`
-  // (Asio's timers leave their handler in the slot, and stop_pending() must
-  // not call what belongs to a request already answered).
+  // A handler of this attempt: on the strand, calling f(run, values...)
+  // unless the attempt is over (stopped, or ended while it waited).
+  template <class F>
+  auto current(F f) {
+    return asio::bind_executor(m_->strand, [self = run().shared_from_this(), at = runs_,
+                                            f = std::move(f)](auto&&... values) mutable {
+      if (at == self->runs_ && self->running()) f(*self, std::forward<decltype(values)>(values)...);
+    });
+  }
+  // The same for the pending request, cancelled by stop_pending().
+  // Answered, it leaves `pending_` (stop_pending() must not call what
+  // belongs to a request already answered).
   template <class F>
   auto on_strand(F f) {
-    return asio::bind_cancellation_slot(
-        pending_.slot(), asio::bind_executor(m_->strand, [self = run().shared_from_this(), at = runs_,
-                                                          f = std::move(f)](auto&&... values) mutable {
-          if (at != self->runs_ || !self->running()) return;
-          self->pending_.slot().clear();
-          f(*self, std::forward<decltype(values)>(values)...);
-        }));
+    return asio::bind_cancellation_slot(pending_.slot(), current([f = std::move(f)](Run& self, auto&&... values) mutable {
+                                          self.pending_.slot().clear();
+                                          f(self, std::forward<decltype(values)>(values)...);
+                                        }));
   }
   // A reply's handler: fed back in as make_event(values...).
   template <class MakeEvent>
@@ -78,7 +82,9 @@ class machine_run : public std::enable_shared_from_this<Run> {
   void connect(std::error_code after, MakeEvent connected) {
     if (!busy_answer(after)) return m_->s.async_connect(reply(connected));
     auto pause = std::make_shared<asio::steady_timer>(m_->strand, m_->busy.next(std::chrono::steady_clock::now()));
-    pause->async_wait(on_strand([pause, connected](Run& self, std::error_code ec) {
+    // (Not cancelled by a stop: a timer's handler would stay bound to the
+    // slot after the timer is gone; its end is dropped, and it ends soon.)
+    pause->async_wait(current([pause, connected](Run& self, std::error_code ec) {
       if (ec) return self.resume(connected(ec));
       self.m_->s.async_connect(self.reply(connected));
     }));

@@ -28,62 +28,10 @@ void lose(hold& h, loss why) {
   }
 }
 
-}  // namespace
-
-// Completes with true as soon as the node at `path` is not the incarnation
-// `czxid` (gone, or made again), else waits until cancelled (false). Sent
-// just after a watch's request on the path (the session sends requests in
-// the order they reach it; `||` starts its left operand first): finding
-// `czxid` there means that node lived from before the watch was set until
-// this answer, so the watch is on it. (The race recipes' node is made again
-// at one path with the same versions: its watch alone cannot tell; nor can a
-// parent's children watch once the parent was made again.)
-awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid) {
-  auto [ec, st] = co_await s.async_exists(path, as_tuple(use_awaitable));
-  if (!ec && (!st || st->czxid != czxid)) co_return true;
-  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
-  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
-  co_return false;
-}
-
-namespace {
-
-// Watches the holder's node: deleted, or revoked (Curator's protocol); what
-// each answer means is hold_watch's.
-awaitable<loss> watch_node(std::shared_ptr<hold> h) {
-  auto& s = h->engine->s;
-  auto version = h->version;
-  for (bool first = true;; first = false) {
-    std::error_code ec;
-    event_type event{};
-    if (first && h->name.empty()) {  // a race node: is the watch on this holder's?
-      auto raced = co_await (s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable)) ||
-                             other_incarnation(s, h->node, h->czxid));
-      if (raced.index() == 1) co_return std::get<1>(raced) ? loss::node_gone : loss::none;
-      std::tie(ec, event) = std::get<0>(raced);
-    } else {
-      std::tie(ec, event) = co_await s.async_wait_data_changed(h->node, version, as_tuple(use_awaitable));
-    }
-    if (ec == asio::error::operation_aborted) co_return loss::none;
-    if (auto why = after_node_event(ec, event)) co_return *why;
-    auto [read_ec, data] = co_await s.async_get_data(h->node, as_tuple(use_awaitable));
-    if (read_ec == asio::error::operation_aborted) co_return loss::none;
-    if (auto why = after_node_read(read_ec, data.stat.czxid == h->czxid, data.data == revoke_message)) co_return *why;
-    version = data.stat.version;
-  }
-}
-
-// The holder's node is gone: deleted, or its session over.
-awaitable<loss> node_gone(std::shared_ptr<hold> h) {
-  auto [ec] = co_await h->engine->s.async_wait_deleted(h->node, as_tuple(use_awaitable));
-  if (ec == asio::error::operation_aborted) co_return loss::none;
-  co_return ec ? loss_of(ec) : loss::node_gone;
-}
-
 // Until when the session is sure to live, as far as its replies tell: the
 // server cannot expire it before its last sight of it (last_contact) plus
 // the timeout; a safety margin before that. The lost signal fires then
-// (watch_session), and no grant is made after it (session_sure).
+// (hold_monitor), and no grant is made after it (session_sure).
 std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
   return m.s.last_contact() + m.s.negotiated_timeout() - m.options.safety_margin;
 }
@@ -115,57 +63,179 @@ std::error_code never_sure(const engine_state& m) {
 
 namespace {
 
-// Watches the holder's session (hold_watch's session_watch decides): over,
-// or closed; with `deadlines`, also disconnected under on_suspend, or past
-// sure_until.
-awaitable<loss> watch_session(std::shared_ptr<hold> h, std::uint64_t generation, bool deadlines) {
-  auto& s = h->engine->s;
-  session_watch watch(generation, deadlines, h->engine->options.policy);
-  asio::steady_timer deadline(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
-  auto state = s.state();
-  for (;;) {
-    auto verdict = watch.judge(
-        {.generation = s.generation(), .state = state, .now = std::chrono::steady_clock::now(), .sure_until = sure_until(*h->engine)});
-    if (verdict.why != loss::none) co_return verdict.why;
-    deadline.expires_at(verdict.look_again);
-    auto change = co_await (s.async_wait_state_change(state, as_tuple(use_awaitable)) ||
-                            deadline.async_wait(as_tuple(use_awaitable)));
-    if (change.index() == 1) {
-      if (std::get<0>(std::get<1>(change)) == asio::error::operation_aborted) co_return loss::none;
-      continue;  // last_contact may have moved meanwhile: look again
-    }
-    auto [ec, next] = std::get<0>(change);
-    if (ec == asio::error::operation_aborted) co_return loss::none;
-    if (ec) co_return loss_of(ec);
-    state = next;
+// The holder's monitor (hold_watch.hpp decides; this carries it out): what
+// fires the lost signal. Until the lock may be lost it watches, all at once,
+// the holder's node (deleted, or revoked: Curator's protocol), its session
+// (over, closed; disconnected under on_suspend; past sure_until) and, for a
+// hold that may lead a local run, the queue behind it; the first loss is
+// told (lose). A lock that may be lost while its node may still be there is
+// then watched until its node is known gone or its session over, so that
+// the waiters behind it learn that (known_nodes). Stopped by the release
+// (stop_monitor), once its node is deleted. Not a coroutine: a holder is
+// this object and the requests it has pending, each answer dropped once
+// the stage it was asked in is over.
+class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
+ public:
+  explicit hold_monitor(std::shared_ptr<hold> h)
+      : h_(std::move(h)),
+        s_(h_->engine->s),
+        timer_(h_->engine->strand),
+        session_(h_->generation, true, h_->engine->options.policy),
+        version_(h_->version) {}
+
+  // On the strand.
+  void start() {
+    h_->stop_monitor.slot().assign([weak = weak_from_this()](asio::cancellation_type) {
+      if (auto self = weak.lock()) self->end_stage(stage::ended);
+    });
+    // The node's watch first: the race node's look at its incarnation is
+    // sent after it (see check_incarnation).
+    watch_node();
+    if (h_->name.empty()) check_incarnation();
+    state_ = s_.state();
+    watch_session();
+    if (h_->engine->options.local_handoff && stage_ == stage::watching) watch_queue();
   }
-}
 
-template <class... Losses>
-loss either(std::variant<Losses...> why) {
-  return std::visit([](loss l) { return l; }, why);
-}
+ private:
+  enum class stage : std::uint8_t { watching, until_gone, ended };
 
-// Watches what can take the lock away, until released: once the lock may be
-// lost (its node possibly still there), until its node is known gone, so
-// that the waiters behind it learn that (see known_nodes).
-awaitable<void> monitor(std::shared_ptr<hold> h) {
-  auto generation = h->generation;
-  loss why{};
-  // A hold that may lead a local run also watches for another contender
-  // queued behind it.
-  if (h->engine->options.local_handoff) why = either(co_await (watch_node(h) || watch_session(h, generation, true) || watch_queue(h)));
-  else why = either(co_await (watch_node(h) || watch_session(h, generation, true)));
-  lose(*h, why);
-  if (why == loss::may_be_lost) lose(*h, either(co_await (node_gone(h) || watch_session(h, generation, false))));
-}
+  // The signals that cancel a stage's requests, one per kind of request
+  // (a slot holds one handler). Each stage has its own: a request's
+  // completion clears its slot only when it runs, after the next stage may
+  // have bound a request to a slot it shared (and that request could then
+  // not be cancelled). Its handlers keep it alive.
+  struct stops {
+    asio::cancellation_signal node, incarnation, session, queue;
+  };
 
-void start_monitor(const std::shared_ptr<hold>& h) {
-  // The handler keeps the hold (and so its signals) alive until the monitor
-  // has let go of the slot.
-  asio::co_spawn(h->engine->strand, monitor(h),
-                 asio::bind_cancellation_slot(h->stop_monitor.slot(), [h](std::exception_ptr) {}));
-}
+  // A handler of the current stage: on the strand, cancelled by its stage's
+  // `which` signal. (Cancelled otherwise, operation_aborted: the session
+  // object went; its end is the session's watch's to tell.)
+  template <class F>
+  auto on_strand(asio::cancellation_signal stops::*which, F f) {
+    return asio::bind_cancellation_slot(
+        ((*stops_).*which).slot(),
+        asio::bind_executor(h_->engine->strand, [self = shared_from_this(), stage_stops = stops_, f = std::move(f)](
+                                                    std::error_code ec, auto&&... values) mutable {
+          if (stage_stops == self->stops_ && ec != asio::error::operation_aborted)
+            f(*self, ec, std::forward<decltype(values)>(values)...);
+        }));
+  }
+
+  // The node: deleted, or its data changed (read: revoked?), until a loss.
+  void watch_node() {
+    s_.async_wait_data_changed(h_->node, version_, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec, event_type event) {
+      if (auto why = after_node_event(ec, event)) return self.lost(*why);
+      self.read_node();
+    }));
+  }
+  void read_node() {
+    s_.async_get_data(h_->node, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec, node_data data) {
+      if (auto why = after_node_read(ec, data.stat.czxid == self.h_->czxid, data.data == revoke_message))
+        return self.lost(*why);
+      self.version_ = data.stat.version;
+      self.watch_node();
+    }));
+  }
+  // The race recipes' node is made again at one path with the same
+  // versions: its watch alone cannot tell whether it is on this holder's
+  // incarnation. An exists sent after the watch's request (the session
+  // sends requests in the order they reach it) that finds the incarnation
+  // says the node lived from before the watch was set: the watch is on it.
+  void check_incarnation() {
+    s_.async_exists(h_->node, on_strand(&stops::incarnation, [](hold_monitor& self, std::error_code ec,
+                                                              std::optional<node_stat> st) {
+      if (!ec && (!st || st->czxid != self.h_->czxid)) self.lost(loss::node_gone);
+    }));
+  }
+  // Once the lock may be lost: until its node is gone.
+  void wait_node_gone() {
+    s_.async_wait_deleted(h_->node, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec) {
+      self.lost(ec ? loss_of(ec) : loss::node_gone);
+    }));
+  }
+
+  // The session (session_watch decides), at each change of its state and
+  // at the sure time it last gave.
+  void watch_session() {
+    if (!judge_session()) return;
+    s_.async_wait_state_change(state_, on_strand(&stops::session, [](hold_monitor& self, std::error_code ec,
+                                                                   session_state next) {
+      if (ec) return self.lost(loss_of(ec));
+      self.state_ = next;
+      self.watch_session();
+    }));
+  }
+  // False once lost; else the timer set to look again.
+  bool judge_session() {
+    auto verdict = session_.judge({.generation = s_.generation(),
+                                   .state = state_,
+                                   .now = std::chrono::steady_clock::now(),
+                                   .sure_until = sure_until(*h_->engine)});
+    if (verdict.why != loss::none) {
+      lost(verdict.why);
+      return false;
+    }
+    timer_.expires_at(verdict.look_again);
+    timer_.async_wait(asio::bind_executor(h_->engine->strand, [self = shared_from_this(), at = stops_](std::error_code ec) {
+      // (last_contact may have moved meanwhile: look again.)
+      if (!ec && at == self->stops_) self->judge_session();
+    }));
+    return true;
+  }
+
+  // Any node in the queue but the hold's own lies behind it (it is first).
+  // A change of the children seen after the listing counts as one too (a
+  // contender's create, or its node deleted before it was seen), and so
+  // does a listing that failed: the bound then starts early, never late.
+  void watch_queue() {
+    auto& path = h_->engine->path;
+    s_.async_get_children(path, on_strand(&stops::queue, [](hold_monitor& self, std::error_code ec, children kids) {
+      bool others = ec || std::any_of(kids.names.begin(), kids.names.end(), [&](const std::string& name) {
+                      return name != self.h_->name && parse_lock_node(name);
+                    });
+      if (others) return self.other_seen();
+      self.s_.async_wait_children_changed(self.h_->engine->path, kids.stat.cversion,
+                                          self.on_strand(&stops::queue, [](hold_monitor& other, std::error_code, event_type) {
+                                            other.other_seen();
+                                          }));
+    }));
+  }
+  void other_seen() { h_->budget.other_seen = std::chrono::steady_clock::now(); }
+
+  // A request's answer or the session says `why`: told; a lock that may
+  // be lost is watched on until its node is known gone.
+  void lost(loss why) {
+    bool watching = stage_ == stage::watching;
+    end_stage(watching && why == loss::may_be_lost ? stage::until_gone : stage::ended);
+    lose(*h_, why);
+    if (stage_ != stage::until_gone) return;
+    session_ = session_watch(h_->generation, false, h_->engine->options.policy);
+    wait_node_gone();
+    watch_session();
+  }
+
+  // The requests of the stage that ends are cancelled, their answers dropped.
+  void end_stage(stage next) {
+    stage_ = next;
+    auto ended = std::exchange(stops_, std::make_shared<stops>());
+    for (auto* stop : {&ended->node, &ended->incarnation, &ended->session, &ended->queue})
+      stop->emit(asio::cancellation_type::terminal);
+    timer_.cancel();
+  }
+
+  std::shared_ptr<hold> h_;
+  session& s_;
+  asio::steady_timer timer_;  // the session's sure time
+  session_watch session_;
+  session_state state_ = session_state::connected;  // as last seen
+  std::int32_t version_;                             // the node's data version watched from
+  stage stage_ = stage::watching;
+  std::shared_ptr<stops> stops_ = std::make_shared<stops>();  // the stage's: a former one's answers are dropped
+};
+
+void start_monitor(const std::shared_ptr<hold>& h) { std::make_shared<hold_monitor>(h)->start(); }
 
 }  // namespace
 
@@ -180,27 +250,27 @@ lock grant_of(const std::shared_ptr<hold>& h) {
   return lock(std::move(g), h->engine);
 }
 
-// Gives one grant's share of `h` back: the last one deletes the node (in the
-// background, so that it goes on when this wait is cancelled: then
-// operation_aborted). lock_lost when the lock had been lost.
-awaitable<std::error_code> give_back(std::shared_ptr<hold> h) {
-  if (--h->grants > 0) co_return h->lost ? make_error_code(error::lock_lost) : std::error_code{};
-  if (h->in_run && hand_off(h)) co_return std::error_code{};
+// Gives one grant's share of `h` back: the last one deletes the node, which
+// goes on when `done` is cancelled (operation_aborted at once). lock_lost
+// when the lock had been lost.
+void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
+  auto tell = [&done](std::error_code ec) {
+    if (done) done->complete(ec);
+  };
+  if (--h->grants > 0) return tell(h->lost ? make_error_code(error::lock_lost) : std::error_code{});
+  if (h->in_run && hand_off(h)) return tell({});
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
-  background<std::error_code> deleting(h->engine->strand, [](std::shared_ptr<hold> h) -> awaitable<std::error_code> {
-    auto ec = co_await delete_node(h->engine, h->name, h->owner_id, h->czxid);
-    h->stop_monitor.emit(asio::cancellation_type::terminal);
-    h->turn.reset();  // (a race hold: the next of its session may create the node now)
-    co_return ec;
-  }(h));
+  asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->czxid),
+                 [h, was_lost, done = std::move(done)](std::exception_ptr e, std::error_code ec) {
+                   if (e) ec = code_of(e);
+                   h->stop_monitor.emit(asio::cancellation_type::terminal);
+                   h->turn.reset();  // (a race hold: the next of its session may create the node now)
+                   if (done) done->complete(!ec && was_lost ? make_error_code(error::lock_lost) : ec);
+                 });
   // (Its node is behind the one being deleted: it waits for that here.)
   if (std::exchange(h->in_run, false)) pass_lead(h->engine);
-  auto result = co_await deleting.wait();
-  if (!result) co_return std::error_code(asio::error::operation_aborted);
-  if (!*result && was_lost) co_return make_error_code(error::lock_lost);
-  co_return *result;
 }
 
 // The attempt's node, held from now on: monitored, released by its grants.
@@ -294,28 +364,6 @@ bool hand_off(const std::shared_ptr<hold>& h) {
   h->handing = true;
   next->done->complete({});
   return true;
-}
-
-// Any node in the queue but the hold's own lies behind it (it is first). A
-// change of the children seen after the listing counts as one too (a
-// contender's create, or its node deleted before it was seen), and so does a
-// listing that failed: the bound then starts early, never late.
-awaitable<loss> watch_queue(std::shared_ptr<hold> h) {
-  auto& s = h->engine->s;
-  auto [ec, kids] = co_await s.async_get_children(h->engine->path, as_tuple(use_awaitable));
-  if (ec == asio::error::operation_aborted) co_return loss::none;
-  bool others = ec || std::any_of(kids.names.begin(), kids.names.end(), [&](const std::string& name) {
-                  return name != h->name && parse_lock_node(name);
-                });
-  if (!others) {
-    auto [wait_ec, event] = co_await s.async_wait_children_changed(h->engine->path, kids.stat.cversion,
-                                                                   as_tuple(use_awaitable));
-    if (wait_ec == asio::error::operation_aborted) co_return loss::none;
-  }
-  h->budget.other_seen = std::chrono::steady_clock::now();
-  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
-  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
-  co_return loss::none;
 }
 
 }  // namespace zkasio::detail

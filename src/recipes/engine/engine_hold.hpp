@@ -11,14 +11,7 @@ namespace zkasio::detail {
 bool hand_off(const std::shared_ptr<hold>& h);
 // The run's lead goes to its next waiter, or the run ends.
 void pass_lead(const std::shared_ptr<engine_state>& m);
-// Until cancelled: sets h->budget.other_seen once another contender's node
-// is queued behind `h`, a hold of a lock object with local_handoff (or when
-// that cannot be known).
-awaitable<loss> watch_queue(std::shared_ptr<hold> h);
 
-// True as soon as the node at `path` is not the incarnation `czxid`; else
-// waits until cancelled (false).
-awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid);
 // Whether a grant may be made now: not past the moment the session could
 // have expired by its replies (minus the safety margin).
 bool session_sure(const engine_state& m);
@@ -31,8 +24,9 @@ bool hold_sure(const hold& h);
 std::error_code never_sure(const engine_state& m);
 // A new lock object sharing `h`.
 lock grant_of(const std::shared_ptr<hold>& h);
-// Gives one grant's share of `h` back; the last deletes the node.
-awaitable<std::error_code> give_back(std::shared_ptr<hold> h);
+// Gives one grant's share of `h` back; the last deletes the node. `done`
+// (if any) completes once that is done.
+void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done);
 // The attempt's node, held from now on: monitored, released by its grants.
 lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who);
 

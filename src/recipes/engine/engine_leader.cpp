@@ -17,6 +17,21 @@ struct leader_look {
   std::int64_t dir_czxid = 0;            // which `dir`: one made again starts its cversion anew
 };
 
+// Completes with true as soon as the node at `path` is not the incarnation
+// `czxid` (gone, or made again), else waits until cancelled (false). Sent
+// just after a watch's request on the path (the session sends requests in
+// the order they reach it; `||` starts its left operand first): finding
+// `czxid` there means that node lived from before the watch was set until
+// this answer, so the watch is on it. (A parent's children watch cannot tell
+// once the parent was made again.)
+awaitable<bool> other_incarnation(session& s, std::string path, std::int64_t czxid) {
+  auto [ec, st] = co_await s.async_exists(path, as_tuple(use_awaitable));
+  if (!ec && (!st || st->czxid != czxid)) co_return true;
+  asio::steady_timer until_cancelled(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await until_cancelled.async_wait(as_tuple(use_awaitable));
+  co_return false;
+}
+
 // A change of leader is a change of node (a leader's data may change: that
 // is not another leader).
 bool same_leader(const std::optional<leader>& a, const std::optional<leader>& b) {

@@ -28,8 +28,10 @@ detail::grant::~grant() {
       for (auto& done : waits) done->complete(make_error_code(error::not_held));
     });
   if (given_back) return;
-  // In the background; the delete is retried while the session lives.
-  asio::co_spawn(held->engine->strand, give_back(held), asio::detached);
+  // In the background; the delete is retried while the session lives. (At
+  // once when dropped on the strand: the next contender may be of this
+  // process, e.g. the semaphore's mutex released as its acquire completes.)
+  asio::dispatch(held->engine->strand, [held = held] { give_back(held, nullptr); });
 }
 
 void detail::wait_lost(grant& g, completion_ptr<> done) {
@@ -75,13 +77,12 @@ asio::any_io_executor lock::get_executor() const {
   return engine_->strand;
 }
 
-asio::awaitable<std::tuple<std::error_code>> lock::release_coroutine(std::shared_ptr<detail::grant> grant) {
-  if (!grant || grant->given_back) co_return std::make_tuple(make_error_code(error::not_held));
-  grant->given_back = true;
-  grant->end_lost_waits(make_error_code(error::not_held));
-  auto& list = grant->held->grant_list;
-  std::erase_if(list, [&](auto& weak) { return weak.expired() || weak.lock() == grant; });
-  co_return std::make_tuple(co_await detail::give_back(grant->held));
+void detail::release(std::shared_ptr<grant> g, completion_ptr<> done) {
+  if (!g || g->given_back) return done->complete(make_error_code(error::not_held));
+  g->given_back = true;
+  g->end_lost_waits(make_error_code(error::not_held));
+  std::erase_if(g->held->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == g; });
+  give_back(g->held, std::move(done));
 }
 
 asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(

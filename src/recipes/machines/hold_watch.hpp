@@ -1,4 +1,4 @@
-// What a holder's monitor decides (engine_hold.cpp's monitor carries it
+// What a holder's monitor decides (engine_hold.cpp's hold_monitor carries it
 // out): whether a hold may still be held, and if not why, from what its
 // session and its node tell. Without I/O, so that each way a lock is lost is
 // unit-tested by scripted looks (tests/unit/test_hold_watch.cpp), one for
