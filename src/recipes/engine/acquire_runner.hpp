@@ -31,11 +31,6 @@
 
 namespace zkasio::detail {
 
-// A server's answer that asks the client to wait before it asks again.
-inline bool busy_answer(std::error_code ec) {
-  return ec == zk_error::throttled_op || ec == zk_error::session_moved;
-}
-
 template <class Run>
 class machine_run : public std::enable_shared_from_this<Run> {
  protected:

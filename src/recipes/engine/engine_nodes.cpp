@@ -61,7 +61,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // busy_backoff.hpp). The session's error if it is over; operation_aborted
 // if cancelled during the pause.
 awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec) {
-  if (ec == zk_error::throttled_op || ec == zk_error::session_moved) {
+  if (busy_answer(ec)) {
     asio::steady_timer pause(m->strand, m->busy.next(std::chrono::steady_clock::now()));
     if (auto [pause_ec] = co_await pause.async_wait(as_tuple(use_awaitable)); pause_ec) co_return pause_ec;
   }

@@ -19,8 +19,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
+#include <zkasio/error.hpp>
 
 namespace zkasio::detail {
+
+// A server's answer that asks the client to wait (busy_backoff) before it
+// asks again: the connection stands.
+inline bool busy_answer(std::error_code ec) {
+  return ec == zk_error::throttled_op || ec == zk_error::session_moved;
+}
 
 class busy_backoff {
  public:
