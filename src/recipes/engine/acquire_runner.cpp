@@ -10,6 +10,7 @@
 #include "recipes/engine/engine_acquire.hpp"
 #include "recipes/engine/engine_hold.hpp"
 #include "recipes/engine/engine_nodes.hpp"
+#include "recipes/engine/machine_run.hpp"
 #include "recipes/engine/race_run.hpp"
 #include "recipes/machines/fair_acquire.hpp"
 
@@ -219,40 +220,42 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     // Ended by its own node's watch, it may still wait on the server for its
     // predecessor: that wait goes (it would hold this runner, and a watch,
     // until the predecessor went).
-    pending_.emit(asio::cancellation_type::terminal);
+    pending_.stop();
     auto* failed = std::get_if<fa::fail>(&next);
     ended(failed ? failed->ec : std::error_code{});
   }
 
   // A reply of the own node's watch: fed in unless the watch was stopped.
   template <class MakeEvent>
-  auto own_reply(asio::cancellation_signal& stop, MakeEvent make_event) {
-    return asio::bind_cancellation_slot(
-        stop.slot(), asio::bind_executor(m_->strand, [self = shared_from_this(), runs = runs_, own = own_runs_,
-                                                      make_event = std::move(make_event)](auto&&... values) mutable {
-          if (runs != self->runs_ || own != self->own_runs_ || !self->running()) return;
-          self->resume(make_event(std::forward<decltype(values)>(values)...));
-        }));
+  auto own_reply(pending_request& request, MakeEvent make_event) {
+    return request.bind(m_->strand, [self = shared_from_this(), runs = runs_, own = own_runs_,
+                                     make_event = std::move(make_event)](auto&&... values) mutable {
+      if (runs != self->runs_ || own != self->own_runs_ || !self->running()) return;
+      self->resume(make_event(std::forward<decltype(values)>(values)...));
+    });
   }
 
   // A watch on its own node, then an exists of it: sent after that watch's
   // request (the session sends requests in the order they reach its strand,
   // and sets the watches waiting for a connection before it sends the
   // requests that waited), so an answer that it is there says the watch is
-  // on it. Their own signals: the pending request's is the predecessor's.
+  // on it. Requests of their own: the pending request is the
+  // predecessor's. A watch of before (kept across a lost connection, its
+  // check failed) goes first: one slot holds one request.
   void watch_own() {
+    stop_own_watch();
     auto own = m_->full(fsm_->node().name);
-    m_->s.async_wait_deleted(own, own_reply(own_watch_stop_, [](std::error_code ec) -> fair_acquire::event {
+    m_->s.async_wait_deleted(own, own_reply(own_watch_, [](std::error_code ec) -> fair_acquire::event {
                                return fair_acquire::own_gone{ec};
                              }));
-    m_->s.async_exists(own, own_reply(own_check_stop_, [](std::error_code ec, std::optional<node_stat> st) -> fair_acquire::event {
+    m_->s.async_exists(own, own_reply(own_check_, [](std::error_code ec, std::optional<node_stat> st) -> fair_acquire::event {
                          return fair_acquire::own_checked{ec, st};
                        }));
   }
   void stop_own_watch() {
     ++own_runs_;
-    own_watch_stop_.emit(asio::cancellation_type::terminal);
-    own_check_stop_.emit(asio::cancellation_type::terminal);
+    own_watch_.stop();
+    own_check_.stop();
   }
 
   void create_and_list() {
@@ -292,7 +295,7 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     if (std::exchange(waiting_here_, false)) m_->known->forget_wait(fsm_->predecessor(), this);
   }
 
-  asio::cancellation_signal own_watch_stop_, own_check_stop_;  // the own node's watch and its exists
+  pending_request own_watch_, own_check_;  // the own node's watch and its exists
   std::uint32_t own_runs_ = 0;  // counts the own node's watches stopped: their late replies are dropped
   bool waiting_here_ = false;   // on a node of its session, in this process (wait_gone)
 };

@@ -12,7 +12,7 @@
 //                       the removal of its nodes, queueing again after an expiry
 //   acquire_runner.cpp  the runner of the acquire's state machines (acquire_flow.cpp
 //                       around fair_acquire.cpp or race_acquire.cpp): every lock recipe's
-//                       acquire (start_acquire); its header: what its runners share (machine_run)
+//                       acquire (start_acquire); what the runners share is machine_run.hpp
 //   engine_leases.cpp   the semaphore's leases (decided by lease_acquire.cpp and, its wait
 //                       for room, room_wait.cpp: state machines without I/O)
 //   race_run.cpp        the runner of the race recipes' attempts (race_mutex, election's

@@ -1,10 +1,11 @@
 // The semaphore's leases (Curator's InterProcessSemaphoreV2): the runner of
 // lease_acquire and, its wait for room, room_wait (state machines without
-// I/O), a machine_run as the acquire's runners are (acquire_runner.hpp).
+// I/O), a machine_run as the acquire's runners are (machine_run.hpp).
 #include "recipes/engine/acquire_runner.hpp"
 #include "recipes/engine/engine_acquire.hpp"
 #include "recipes/engine/engine_hold.hpp"
 #include "recipes/engine/engine_nodes.hpp"
+#include "recipes/engine/machine_run.hpp"
 #include "recipes/machines/lease_acquire.hpp"
 #include "recipes/machines/room_wait.hpp"
 

@@ -115,7 +115,7 @@ void race_run::take_turn(bool wait) {
     a_.turn = m_->turns->try_take(key);
     return resume(race_acquire::turn_taken{{}, a_.turn != nullptr});
   }
-  auto fed = on_strand([](race_run& self, std::error_code ec, std::shared_ptr<local_turns::turn> turn) {
+  auto fed = current([](race_run& self, std::error_code ec, std::shared_ptr<local_turns::turn> turn) {
     self.a_.turn = std::move(turn);
     self.resume(race_acquire::turn_taken{ec, self.a_.turn != nullptr});
   });
@@ -123,7 +123,7 @@ void race_run::take_turn(bool wait) {
   // handler drops it: it passes on), lest the line wait for ever.
   auto take = [fed, m = m_, key](std::error_code ec) mutable { fed(ec, ec ? nullptr : m->turns->take(key)); };
   m_->turns->enter(key, m_->strand,
-                   make_completion<>(asio::bind_cancellation_slot(pending_.slot(), asio::bind_executor(m_->strand, std::move(take))),
+                   make_completion<>(pending_.bind(m_->strand, std::move(take)),
                                      m_->strand, m_->strand, read_cancellation));
 }
 

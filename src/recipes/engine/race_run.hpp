@@ -1,4 +1,4 @@
-// race_run: the runner (a machine_run, acquire_runner.hpp) of race_acquire
+// race_run: the runner (a machine_run, machine_run.hpp) of race_acquire
 // (race_acquire.hpp), the race recipes' attempts (race_mutex, election's
 // race mode: one EPHEMERAL node at the path, created by whoever is first).
 // It carries each action out on the session and feeds the answer back in,
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "recipes/engine/engine.hpp"
-#include "recipes/engine/acquire_runner.hpp"
+#include "recipes/engine/machine_run.hpp"
 #include "recipes/machines/race_acquire.hpp"
 
 namespace zkasio::detail {
