@@ -3,6 +3,7 @@
 // cancellation, timeouts and expiry.
 #include <doctest/doctest.h>
 #include <zookeeper/proto.h>
+#include <zookeeper/zookeeper.h>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -291,6 +292,34 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter,
     CHECK(waiting.held.node() != "/sem/leases/" + leases[1]);
     co_await waiting.held.async_release(use_awaitable);
     CHECK(co_await nothing_left(holder, "/sem"));
+  }(), 30s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "a waiter for room cancelled while it pauses before listing a busy server's leases again ends then; its lease and its mutex node go") {
+  semaphore s_holder(holder, "/sem-busy", 1), s_waiter(s, "/sem-busy", 1);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await s_holder.async_acquire(use_awaitable);
+    asio::cancellation_signal cancel;
+    acquire_outcome waiting(io);
+    s_waiter.async_acquire(asio::bind_cancellation_slot(cancel.slot(), waiting.handler()));
+    // It waits for room: three watches (see above).
+    REQUIRE(co_await eventually([&] { return watch_count(servers.host(1)) == 3; }));
+    // The leases change (an operator's node: still no room); each listing
+    // it asks for then is answered busy, and it pauses before the next.
+    auto listings = proxy.requests_forwarded(ZOO_GETCHILDREN2_OP);
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 1000);
+    co_await holder.async_create("/sem-busy/leases/an-operators-node", "", use_awaitable);
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_GETCHILDREN2_OP) >= listings + 4; }, 10s));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await waiting.done.wait(5s));
+    CHECK(*waiting.ec == asio::error::operation_aborted);
+    proxy.fail_replies(ZOO_GETCHILDREN2_OP, ZTHROTTLEDOP, 0);
+    co_await holder.async_remove("/sem-busy/leases/an-operators-node", use_awaitable);
+    CHECK(co_await settles_at(holder, "/sem-busy/leases", 1, 10s, queue_family::semaphore));  // the holder's
+    CHECK(co_await settles_at(holder, "/sem-busy/locks", 0));
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await nothing_left(holder, "/sem-busy"));
   }(), 30s);
 }
 
