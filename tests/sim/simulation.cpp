@@ -112,7 +112,7 @@ struct contender_model {
   std::optional<fa> fsm;     // a fair recipe's machine,
   std::optional<ra> race;    // or a race recipe's
   bool tries = false;        // a try_acquire each round (one look)
-  bool resting = false;      // a try that failed: its next round begins at a later step
+  bool resting = false;      // a try between rounds: its next begins at a later step
   std::uint32_t run = 0;
   int rounds_left = 0;
   bool holding = false;
@@ -1276,15 +1276,15 @@ class simulation final : public acquire_world {
     c.holding = false;
     if (c.race) {
       remove_race_node(c.session, c.line, c.turn, c.race->session_id(), c.held_czxid);
-      return begin(who);
+      return next_round(who);
     }
     if (auto h = std::exchange(c.run_held, nullptr)) {
       give_back(h);
-      return begin(who);
+      return next_round(who);
     }
     if (c.lease_fsm) {
       drop_leases(who);
-      return begin(who);
+      return next_round(who);
     }
     delete_held(c.session, c.held_node, c.fsm->generation());
     next_round(who);
