@@ -89,8 +89,7 @@ class election {
   }
   template <class Token = default_token>
   auto async_campaign_for(std::string data, std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_campaign_until(std::move(data), std::chrono::steady_clock::now() + timeout,
-                                std::forward<Token>(token));
+    return campaign({.timeout = timeout, .data = std::move(data)}, std::forward<Token>(token));
   }
 
   // Who leads now, with the data it campaigned with; nullopt: nobody.

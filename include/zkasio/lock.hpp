@@ -15,6 +15,7 @@
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/prefer.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
@@ -153,59 +154,61 @@ inline std::error_code code_of(std::exception_ptr e) {
   }
 }
 
-// Completes at once (through the handler's executor) with `result`.
-template <class Result, class Token>
-auto complete_with(Result result, Token&& token) {
-  return asio::async_initiate<Token, typename signature_of<Result>::type>(
-      [](auto handler, Result result) {
-        auto executor = asio::prefer(asio::get_associated_executor(handler),
-                                     asio::execution::outstanding_work.tracked);
-        asio::post(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
-          std::apply(std::move(handler), std::move(result));
-        });
-      },
-      token, std::move(result));
+// Completes `handler` at once with `values`, posted to its associated
+// executor (`fallback` when it has none), which is kept busy until then.
+template <class Handler, class Executor, class... Values>
+void complete_now(Handler handler, const Executor& fallback, Values... values) {
+  auto executor = asio::prefer(asio::get_associated_executor(handler, fallback),
+                               asio::execution::outstanding_work.tracked);
+  asio::post(executor, [handler = std::move(handler), values = std::make_tuple(std::move(values)...)]() mutable {
+    std::apply(std::move(handler), std::move(values));
+  });
 }
 
-// Runs `work` (a coroutine that reports errors in its result, never by
-// throwing) on `strand` as an asynchronous operation: terminal and partial
-// cancellation of the handler's slot reach the coroutine as terminal (what
-// these operations leave behind they clean up, or finish, in the
-// background; total is not honoured: they all have effects), and the result
-// goes to the handler's executor.
+// Starts `work` (a coroutine that reports errors in its result, never by
+// throwing) on `strand` as the asynchronous operation of `handler`:
+// terminal and partial cancellation of the handler's slot reach the
+// coroutine as terminal (what these operations leave behind they clean up,
+// or finish, in the background; total is not honoured: they all have
+// effects), and the result goes to the handler's executor.
+template <class Result, class Handler>
+void spawn_for(Handler handler, lock_strand strand, asio::awaitable<Result> work) {
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  // The caller's cancellation is carried to the strand and emitted there:
+  // Asio 1.22's co_spawn would run it on the caller's thread, against
+  // the coroutine running on the strand.
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  if (slot.is_connected())
+    slot.assign([cancel, strand](asio::cancellation_type type) {
+      constexpr auto honoured = asio::cancellation_type::terminal | asio::cancellation_type::partial;
+      if ((type & honoured) == asio::cancellation_type::none) return;
+      asio::dispatch(strand, [cancel] { cancel->emit(asio::cancellation_type::terminal); });
+    });
+  // Keeps the handler's executor busy until the handler has run.
+  auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
+                               asio::execution::outstanding_work.tracked);
+  auto cancel_slot = cancel->slot();
+  asio::co_spawn(
+      strand, std::move(work),
+      asio::bind_cancellation_slot(
+          cancel_slot, [handler = std::move(handler), executor = std::move(executor),
+                        cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
+            // (A cancellation before the coroutine first ran is thrown
+            // by co_spawn's entry point: its code is the outcome.)
+            if (e) std::get<0>(result) = code_of(e);
+            asio::dispatch(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
+              asio::get_associated_cancellation_slot(handler).clear();
+              std::apply(std::move(handler), std::move(result));
+            });
+          }));
+}
+
+// spawn_for as an operation of `token`.
 template <class Result, class Token>
 auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
   return asio::async_initiate<Token, typename signature_of<Result>::type>(
       [](auto handler, lock_strand strand, asio::awaitable<Result> work) {
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        // The caller's cancellation is carried to the strand and emitted there:
-        // Asio 1.22's co_spawn would run it on the caller's thread, against
-        // the coroutine running on the strand.
-        auto cancel = std::make_shared<asio::cancellation_signal>();
-        if (slot.is_connected())
-          slot.assign([cancel, strand](asio::cancellation_type type) {
-            constexpr auto honoured = asio::cancellation_type::terminal | asio::cancellation_type::partial;
-            if ((type & honoured) == asio::cancellation_type::none) return;
-            asio::dispatch(strand, [cancel] { cancel->emit(asio::cancellation_type::terminal); });
-          });
-        // Keeps the handler's executor busy until the handler has run.
-        auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
-                                     asio::execution::outstanding_work.tracked);
-        auto cancel_slot = cancel->slot();
-        asio::co_spawn(
-            strand, std::move(work),
-            asio::bind_cancellation_slot(
-                cancel_slot, [handler = std::move(handler), executor = std::move(executor),
-                              cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
-                  // (A cancellation before the coroutine first ran is thrown
-                  // by co_spawn's entry point: its code is the outcome.)
-                  if (e) std::get<0>(result) = code_of(e);
-                  asio::dispatch(executor, [handler = std::move(handler),
-                                            result = std::move(result)]() mutable {
-                    asio::get_associated_cancellation_slot(handler).clear();
-                    std::apply(std::move(handler), std::move(result));
-                  });
-                }));
+        spawn_for<Result>(std::move(handler), std::move(strand), std::move(work));
       },
       token, std::move(strand), std::move(work));
 }
@@ -214,6 +217,11 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
 // A held lock: move-only; releases in the background when destroyed.
 // Every grant (reentrant ones too) is a lock object of its own, with its own
 // lost signal; they share one node.
+// Its operations (async_wait_lost, async_release, async_guarded_multi) take
+// any completion token and complete on the handler's associated executor
+// (by default the lock's strand, get_executor(); for a lock that never
+// held, the system executor). Each looks at the lock when it starts, so a
+// deferred operation must not outlive the lock object before its launch.
 class [[nodiscard("a lock discarded is released at once")]] lock {
  public:
   lock() = default;  // holds nothing: async_release completes with not_held
@@ -265,15 +273,17 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // void(error_code)
   template <class Token = default_token>
   auto async_wait_lost(Token&& token = {}) {
-    if (!grant_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
     return asio::async_initiate<Token, void(std::error_code)>(
-        [](auto handler, std::shared_ptr<detail::grant> grant, asio::any_io_executor strand) {
+        [](auto handler, const lock* self) {
+          if (!self->grant_) return detail::complete_now(std::move(handler), self->executor_or_system(),
+                                                         make_error_code(error::not_held));
+          auto strand = self->get_executor();
           auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::read_cancellation);
-          asio::dispatch(strand, [grant = std::move(grant), done = std::move(done)]() mutable {
+          asio::dispatch(strand, [grant = self->grant_, done = std::move(done)]() mutable {
             detail::wait_lost(*grant, std::move(done));
           });
         },
-        token, grant_, get_executor());
+        token, this);
   }
 
   // The low-level form: emitted (terminal) the moment the lock may be lost,
@@ -296,18 +306,22 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // by a connection loss goes on while the session lives, also after a
   // cancellation of the wait (terminal or partial: operation_aborted at once);
   // a retried delete that finds the node gone counts as released (the first
-  // one took effect).
+  // one took effect). The grant is taken when the operation starts, not
+  // when it is made: a deferred release (asio::experimental::deferred)
+  // releases when it is launched, and this lock must live until then.
   template <class Token = default_token>
   auto async_release(Token&& token = {}) {
-    if (!engine_) return detail::complete_with(std::make_tuple(make_error_code(error::not_held)), std::forward<Token>(token));
     return asio::async_initiate<Token, void(std::error_code)>(
-        [](auto handler, std::shared_ptr<detail::grant> grant, asio::any_io_executor strand) {
+        [](auto handler, lock* self) {
+          if (!self->engine_) return detail::complete_now(std::move(handler), self->executor_or_system(),
+                                                          make_error_code(error::not_held));
+          auto strand = self->get_executor();
           auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::write_cancellation);
-          asio::dispatch(strand, [grant = std::move(grant), done = std::move(done)]() mutable {
+          asio::dispatch(strand, [grant = std::exchange(self->grant_, {}), done = std::move(done)]() mutable {
             detail::release(std::move(grant), std::move(done));
           });
         },
-        token, std::exchange(grant_, {}), get_executor());
+        token, this);
   }
 
   // A multi that first checks that the lock node still exists: the writes
@@ -315,14 +329,23 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // (the results include the check's, first).
   template <class Token = default_token>
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
-    if (!engine_)
-      return detail::complete_with(std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{}),
-                                   std::forward<Token>(token));
-    return detail::spawn_on<std::tuple<std::error_code, std::vector<op_result>>>(
-        get_executor(), guarded_multi_coroutine(grant_, std::move(ops)), std::forward<Token>(token));
+    return asio::async_initiate<Token, void(std::error_code, std::vector<op_result>)>(
+        [](auto handler, const lock* self, std::vector<multi_op> ops) {
+          if (!self->engine_)
+            return detail::complete_now(std::move(handler), self->executor_or_system(),
+                                        make_error_code(error::not_held), std::vector<op_result>{});
+          detail::spawn_for<std::tuple<std::error_code, std::vector<op_result>>>(
+              std::move(handler), self->get_executor(), guarded_multi_coroutine(self->grant_, std::move(ops)));
+        },
+        token, this, std::move(ops));
   }
 
  private:
+  // Where an operation on a lock that never held completes when its
+  // handler names no executor: nowhere else to go.
+  asio::any_io_executor executor_or_system() const {
+    return engine_ ? get_executor() : asio::any_io_executor(asio::system_executor());
+  }
   static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
   guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
 

@@ -69,7 +69,7 @@ class semaphore : public detail::lock_object {
   }
   template <class Token = default_token>
   auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_acquire_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+    return one(detail::lease_request{.count = 1, .max = max_, .timeout = timeout}, std::forward<Token>(token));
   }
 
   // `count` leases at once, all or nothing (invalid_lease_count unless

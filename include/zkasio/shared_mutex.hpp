@@ -36,6 +36,7 @@ class shared_mutex : public detail::lock_object {
 
   // The write lock (exclusive). void(error_code, lock)
   template <class Token = default_token>
+    requires detail::token_not<Token, owner>  // an owner is the other overload's
   auto async_lock(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = write}, std::forward<Token>(token));
   }
@@ -55,11 +56,12 @@ class shared_mutex : public detail::lock_object {
   }
   template <class Token = default_token>
   auto async_lock_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_lock_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+    return detail::async_acquire(state_, {.kind = write, .timeout = timeout}, std::forward<Token>(token));
   }
 
   // The read lock (shared). void(error_code, lock)
   template <class Token = default_token>
+    requires detail::token_not<Token, owner>  // an owner is the other overload's
   auto async_lock_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read}, std::forward<Token>(token));
   }
@@ -77,7 +79,7 @@ class shared_mutex : public detail::lock_object {
   }
   template <class Token = default_token>
   auto async_lock_shared_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_lock_shared_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+    return detail::async_acquire(state_, {.kind = read, .timeout = timeout}, std::forward<Token>(token));
   }
 
  private:

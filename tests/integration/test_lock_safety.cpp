@@ -17,6 +17,7 @@
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
@@ -1329,15 +1330,18 @@ TEST_CASE("revoked and released locks leave nothing behind in the process, on a 
   CHECK(grown < 40'000);  // 200 revoked holds: under 200 bytes each
 }
 
-TEST_CASE("a release that never starts (its awaitable dropped) still releases") {
+TEST_CASE("a release that never starts (its awaitable or deferred operation dropped) does nothing; the lock's end releases") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
   auto path = unique_path("safety-release-dropped");
   mutex m(s, path);
   run(io, [&]() -> awaitable<void> {
-    auto held = co_await m.async_acquire(use_awaitable);
-    { auto never_awaited = held.async_release(use_awaitable); }
-    CHECK_FALSE(held.held());
+    auto held = std::make_unique<lock>(co_await m.async_acquire(use_awaitable));
+    { auto never_awaited = held->async_release(use_awaitable); }
+    { [[maybe_unused]] auto never_launched = held->async_release(asio::experimental::deferred); }
+    CHECK(held->held());
+    CHECK(co_await settles_at(s, path, 1));
+    held.reset();
     CHECK(co_await settles_at(s, path, 0));
   }());
 }

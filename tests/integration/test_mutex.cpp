@@ -9,6 +9,7 @@
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <map>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
+#include <zkasio/semaphore.hpp>
 
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
@@ -328,6 +330,52 @@ TEST_CASE("a cancelled release (terminal or partial) completes at once, and the 
     REQUIRE(prompt);
     CHECK(*result == asio::error::operation_aborted);
     co_await observer.async_wait_deleted(node, use_awaitable);
+  }());
+}
+
+TEST_CASE("a held lock's operations made deferred do nothing until launched: the release takes the grant then") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts(), 10s));
+  auto path = unique_path("deferred-release");
+  mutex m(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    auto node = held.node();
+    auto release = held.async_release(asio::experimental::deferred);
+    std::vector<multi_op> write{op::create{path + "-state", "1"}};
+    auto written = held.async_guarded_multi(std::move(write), asio::experimental::deferred);
+    CHECK(held.held());  // made, not started
+    CHECK(co_await s.async_exists(node, use_awaitable));
+    // Launched in the order given: the write under the lock, then the release.
+    auto [write_ec, results] = co_await std::move(written)(as_tuple(use_awaitable));
+    CHECK_FALSE(write_ec);
+    CHECK(results.size() == 2);  // the check's, then the create's
+    auto [ec] = co_await std::move(release)(as_tuple(use_awaitable));
+    CHECK_FALSE(ec);
+    CHECK_FALSE(held.held());
+    CHECK_FALSE(co_await s.async_exists(node, use_awaitable));
+    co_await s.async_remove(path + "-state", use_awaitable);
+  }());
+}
+
+TEST_CASE("a deferred acquire_for counts its timeout from its launch, not from when it was made") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts(), 10s));
+  mutex m(s, unique_path("deferred-timeout"));
+  semaphore sem(s, unique_path("deferred-timeout-semaphore"), 1);
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    auto acquire = m.async_acquire_for(1s, asio::experimental::deferred);
+    auto lease = sem.async_acquire_for(1s, asio::experimental::deferred);
+    // Longer than the timeout: counted from here, it had passed at the launch.
+    asio::steady_timer later(io, 1200ms);
+    co_await later.async_wait(use_awaitable);
+    auto [ec, held] = co_await std::move(acquire)(as_tuple(use_awaitable));
+    CHECK_FALSE(ec);
+    auto [lease_ec, leased] = co_await std::move(lease)(as_tuple(use_awaitable));
+    CHECK_FALSE(lease_ec);
+    co_await held.async_release(use_awaitable);
+    co_await leased.async_release(use_awaitable);
   }());
 }
 

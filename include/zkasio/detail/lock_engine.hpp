@@ -52,6 +52,7 @@ struct acquire_request {
   std::optional<owner> who = std::nullopt;
   bool try_once = false;  // lock_busy instead of waiting
   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
+  std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt;  // from the start: see started()
   std::optional<std::string> data = std::nullopt;  // written into the node; else the options' data
   bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
@@ -73,7 +74,17 @@ struct lease_request {
   std::size_t max = 1;
   bool try_once = false;
   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
+  std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt;  // from the start: see started()
 };
+
+// A request as its operation starts: a timeout (async_acquire_for and the
+// like) counts from now, when the operation is launched, not from when it
+// was made (a deferred acquire launched later waits its whole timeout).
+template <class Request>
+Request started(Request request) {
+  if (request.timeout) request.deadline = std::chrono::steady_clock::now() + *std::exchange(request.timeout, {});
+  return request;
+}
 // Starts it; `done` completes with the leases or why not.
 void start_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
                           lease_request request, completion_ptr<std::vector<lock>> done);
@@ -139,7 +150,7 @@ auto async_acquire_as(const std::shared_ptr<engine_state>& engine, acquire_reque
   return asio::async_initiate<Token, void(std::error_code, T)>(
       [](auto handler, std::shared_ptr<engine_state> engine, acquire_request request) {
         auto done = engine_completion<T, lock>(std::move(handler), strand_of(*engine));
-        start_acquire(engine, std::move(request), std::move(done));
+        start_acquire(engine, started(std::move(request)), std::move(done));
       },
       token, engine, std::move(request));
 }
@@ -156,7 +167,7 @@ auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std
       [](auto handler, std::shared_ptr<engine_state> leases, std::shared_ptr<engine_state> locks,
          lease_request request) {
         auto done = engine_completion<T, std::vector<lock>>(std::move(handler), strand_of(*leases));
-        start_acquire_leases(leases, locks, request, std::move(done));
+        start_acquire_leases(leases, locks, started(request), std::move(done));
       },
       token, leases, locks, request);
 }
@@ -222,6 +233,7 @@ class exclusive_acquire {
  public:
   // Waits for the lock. void(error_code, lock)
   template <class Token = default_token>
+    requires detail::token_not<Token, owner>  // an owner is the other overload's
   auto async_acquire(Token&& token = {}) {
     return detail::async_acquire(engine(), {}, std::forward<Token>(token));
   }
@@ -242,9 +254,10 @@ class exclusive_acquire {
   auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return detail::async_acquire(engine(), {.deadline = deadline}, std::forward<Token>(token));
   }
+  // The same, `timeout` from when the operation starts.
   template <class Token = default_token>
   auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return async_acquire_until(std::chrono::steady_clock::now() + timeout, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.timeout = timeout}, std::forward<Token>(token));
   }
 
  private:

@@ -215,7 +215,7 @@ struct hold {
 
 // One lock object's share of a hold: its own lost signal.
 // Its share of the hold is given back when released, or else when it is
-// destroyed (a lock object dropped, or an async_release never started).
+// destroyed (its lock object dropped).
 struct grant {
   std::shared_ptr<hold> held;
   std::uint64_t local = 0;  // the hold's local_count at this grant (lock::fence)

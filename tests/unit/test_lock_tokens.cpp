@@ -1,0 +1,118 @@
+// zkasio::lock's operations with every kind of completion token, on a lock
+// that never held (no server: each completes with not_held at once). Each
+// operation is one async_initiate with one completion signature, so
+// deferred, parallel_group, use_future, as_tuple, redirect_error and plain
+// callbacks all compile and complete, on the handler's executor. (A held
+// lock's operations with these tokens: test_mutex.)
+#include <doctest/doctest.h>
+
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/experimental/parallel_group.hpp>
+#include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <array>
+#include <chrono>
+#include <future>
+#include <optional>
+#include <thread>
+#include <zkasio/lock.hpp>
+#include <zkasio/mutex.hpp>
+#include <zkasio/race_mutex.hpp>
+#include <zkasio/shared_mutex.hpp>
+
+using zkasio::error;
+using zkasio::lock;
+using zkasio::op_result;
+
+namespace {
+
+// Runs `io` until it has no more work.
+void settle(asio::io_context& io) {
+  io.restart();
+  io.run();
+}
+
+// An owner, also a non-const one, picks the owner's overload (the token
+// parameter of the other would take it, and fail to compile).
+static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::owner& me) {
+  m.async_acquire(me);
+  race.async_acquire(me);
+  rw.async_lock(me);
+  rw.async_lock_shared(me);
+});
+
+}  // namespace
+
+TEST_CASE("deferred: nothing happens until launched, then not_held") {
+  asio::io_context io;
+  lock none;
+  auto release = none.async_release(asio::experimental::deferred);
+  auto wait = none.async_wait_lost(asio::experimental::deferred);
+  auto multi = none.async_guarded_multi({}, asio::experimental::deferred);
+  std::optional<std::error_code> released, waited, written;
+  auto strand = asio::make_strand(io);
+  std::move(release)(asio::bind_executor(strand, [&](std::error_code ec) {
+    CHECK(strand.running_in_this_thread());
+    released = ec;
+  }));
+  std::move(wait)(asio::bind_executor(strand, [&](std::error_code ec) { waited = ec; }));
+  std::move(multi)(asio::bind_executor(strand, [&](std::error_code ec, std::vector<op_result> results) {
+    CHECK(results.empty());
+    written = ec;
+  }));
+  CHECK_FALSE(released);  // completed through the executor, never inline
+  settle(io);
+  CHECK(released == error::not_held);
+  CHECK(waited == error::not_held);
+  CHECK(written == error::not_held);
+}
+
+TEST_CASE("use_future, as_tuple and redirect_error") {
+  asio::io_context io;
+  lock none;
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  // use_future: the error as an exception.
+  auto future = none.async_release(asio::bind_executor(io, asio::use_future));
+  REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK_THROWS_AS(future.get(), std::system_error);
+  guard.reset();
+  runner.join();
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto [ec] = co_await none.async_wait_lost(asio::experimental::as_tuple(asio::use_awaitable));
+        CHECK(ec == error::not_held);
+        std::error_code redirected;
+        co_await none.async_guarded_multi({}, asio::redirect_error(asio::use_awaitable, redirected));
+        CHECK(redirected == error::not_held);
+        // The default token: co_await.
+        auto [released] = co_await none.async_release(asio::experimental::as_tuple(asio::use_awaitable));
+        CHECK(released == error::not_held);
+      },
+      asio::detached);
+  settle(io);
+}
+
+TEST_CASE("parallel_group over deferred operations") {
+  asio::io_context io;
+  lock none;
+  std::optional<std::error_code> first, second;
+  asio::experimental::make_parallel_group(none.async_release(asio::experimental::deferred),
+                                          none.async_wait_lost(asio::experimental::deferred))
+      .async_wait(asio::experimental::wait_for_all(),
+                  asio::bind_executor(io, [&](std::array<std::size_t, 2>, std::error_code a, std::error_code b) {
+                    first = a;
+                    second = b;
+                  }));
+  settle(io);
+  CHECK(first == error::not_held);
+  CHECK(second == error::not_held);
+}
