@@ -1,5 +1,7 @@
 #include <zkasio/error.hpp>
 
+#include <optional>
+
 namespace zkasio {
 namespace {
 
@@ -113,6 +115,38 @@ std::error_condition condition_of(error e) noexcept {
   }
 }
 
+// The portable code (std::errc) a code compares equal to, where one means
+// the same: what a program written against std::mutex or POSIX checks for
+// (`ec == std::errc::timed_out`).
+std::optional<std::errc> generic_of(zk_error e) noexcept {
+  switch (e) {
+    case zk_error::no_node: return std::errc::no_such_file_or_directory;
+    case zk_error::node_exists: return std::errc::file_exists;
+    case zk_error::not_empty: return std::errc::directory_not_empty;
+    case zk_error::no_auth: return std::errc::permission_denied;
+    case zk_error::operation_timeout: return std::errc::timed_out;
+    case zk_error::bad_arguments: return std::errc::invalid_argument;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<std::errc> generic_of(error e) noexcept {
+  switch (e) {
+    case error::lock_timeout: return std::errc::timed_out;
+    case error::lock_busy: return std::errc::device_or_resource_busy;  // pthread_mutex_trylock's EBUSY
+    case error::not_held: return std::errc::operation_not_permitted;   // pthread_mutex_unlock's EPERM
+    case error::would_deadlock: return std::errc::resource_deadlock_would_occur;
+    case error::lock_lost: return std::errc::owner_dead;               // a robust mutex's holder gone
+    case error::not_connected: return std::errc::not_connected;
+    case error::request_too_large: return std::errc::message_size;
+    case error::invalid_path:
+    case error::invalid_lease_count:
+    case error::invalid_safety_margin:
+      return std::errc::invalid_argument;
+    default: return std::nullopt;
+  }
+}
+
 template <class Code>
 class code_category final : public std::error_category {
  public:
@@ -127,6 +161,13 @@ class code_category final : public std::error_category {
   std::error_condition default_error_condition(int value) const noexcept override {
     auto c = condition_of(static_cast<Code>(value));
     return c ? c : std::error_condition(value, *this);
+  }
+
+  // Its condition (above), and its portable code (generic_of).
+  bool equivalent(int value, const std::error_condition& other) const noexcept override {
+    if (default_error_condition(value) == other) return true;
+    auto generic = generic_of(static_cast<Code>(value));
+    return generic && other == std::make_error_condition(*generic);
   }
 
  private:

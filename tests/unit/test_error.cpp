@@ -5,6 +5,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <set>
+#include <utility>
 #include <zkasio/error.hpp>
 
 using zkasio::condition;
@@ -77,4 +78,36 @@ TEST_CASE("error conditions group errors by what the caller should do") {
   CHECK(std::error_code(error::not_connected) != condition::retryable);
   CHECK(std::error_code(zk_error::connection_loss) != condition::session_gone);
   CHECK(std::error_condition(condition::retryable).message().find("retryable") == 0);
+}
+
+TEST_CASE("codes compare equal to the portable code (std::errc) that means the same, and to no other") {
+  const std::pair<std::error_code, std::errc> same[] = {
+      {error::lock_timeout, std::errc::timed_out},
+      {error::lock_busy, std::errc::device_or_resource_busy},
+      {error::not_held, std::errc::operation_not_permitted},
+      {error::would_deadlock, std::errc::resource_deadlock_would_occur},
+      {error::lock_lost, std::errc::owner_dead},
+      {error::not_connected, std::errc::not_connected},
+      {error::request_too_large, std::errc::message_size},
+      {error::invalid_path, std::errc::invalid_argument},
+      {error::invalid_lease_count, std::errc::invalid_argument},
+      {error::invalid_safety_margin, std::errc::invalid_argument},
+      {zk_error::no_node, std::errc::no_such_file_or_directory},
+      {zk_error::node_exists, std::errc::file_exists},
+      {zk_error::not_empty, std::errc::directory_not_empty},
+      {zk_error::no_auth, std::errc::permission_denied},
+      {zk_error::operation_timeout, std::errc::timed_out},
+      {zk_error::bad_arguments, std::errc::invalid_argument},
+  };
+  for (auto& [code, errc] : same) {
+    CAPTURE(code.message());
+    CHECK(code == errc);
+    for (auto& [other_code, other] : same)
+      if (other != errc) CHECK(code != other);
+  }
+  // The conditions still hold beside them.
+  CHECK(std::error_code(zk_error::operation_timeout) == condition::retryable);
+  CHECK(std::error_code(error::invalid_path) == condition::caller_fault);
+  CHECK(std::error_code(zk_error::connection_loss) != std::errc::timed_out);
+  CHECK(std::error_code(error::internal_error) != std::errc::invalid_argument);
 }
