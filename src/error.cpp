@@ -136,7 +136,6 @@ std::optional<std::errc> generic_of(error e) noexcept {
     case error::lock_busy: return std::errc::device_or_resource_busy;  // pthread_mutex_trylock's EBUSY
     case error::not_held: return std::errc::operation_not_permitted;   // pthread_mutex_unlock's EPERM
     case error::would_deadlock: return std::errc::resource_deadlock_would_occur;
-    case error::lock_lost: return std::errc::owner_dead;               // a robust mutex's holder gone
     case error::not_connected: return std::errc::not_connected;
     case error::request_too_large: return std::errc::message_size;
     case error::invalid_path:

@@ -220,8 +220,12 @@ auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
 // Its operations (async_wait_lost, async_release, async_guarded_multi) take
 // any completion token and complete on the handler's associated executor
 // (by default the lock's strand, get_executor(); for a lock that never
-// held, the system executor). Each looks at the lock when it starts, so a
-// deferred operation must not outlive the lock object before its launch.
+// held, the system executor). Each looks at the lock when it starts, on
+// the thread that launches it: until then the lock object must live and
+// not be moved or used from another thread. An operation never launched
+// does nothing (a release awaited in a coroutine already cancelled is
+// refused by Asio before it starts: the lock stays held until released or
+// destroyed).
 class [[nodiscard("a lock discarded is released at once")]] lock {
  public:
   lock() = default;  // holds nothing: async_release completes with not_held

@@ -575,7 +575,8 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: a guarded write made before its
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
     auto next = start_acquires(io, m, 1);
-    // (use_awaitable starts the operation when awaited, with the grant it was made with.)
+    // (use_awaitable starts the operation when awaited: by then this lock's
+    // grant is released, though its node is the next holder's.)
     auto late = first.async_guarded_multi({op::create{.path = path + "-data", .data = "", .options = {}}}, as_tuple(use_awaitable));
     co_await first.async_release(use_awaitable);
     REQUIRE(co_await granted(*next[0]));  // the node is the same, and held by another

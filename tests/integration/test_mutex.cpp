@@ -358,6 +358,40 @@ TEST_CASE("a held lock's operations made deferred do nothing until launched: the
   }());
 }
 
+TEST_CASE("a release awaited in a coroutine that a terminal cancellation reached already never starts: the lock stays held until its object goes") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts(), 10s));
+  auto path = unique_path("release-cancelled-coroutine");
+  mutex m(s, path);
+  std::optional<lock> held;  // outlives the coroutine that releases it
+  run(io, [&]() -> awaitable<void> {
+    held = co_await m.async_acquire(use_awaitable);
+    asio::cancellation_signal cancel;
+    test_event suspended(io.get_executor()), ended(io.get_executor());
+    std::exception_ptr failure;
+    asio::steady_timer forever(io, 1h);
+    asio::co_spawn(
+        io,
+        [&]() -> awaitable<void> {
+          suspended.count();
+          co_await forever.async_wait(as_tuple(use_awaitable));  // cancelled here, without a throw
+          co_await held->async_release(use_awaitable);           // refused before it starts
+        },
+        asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e) {
+          failure = e;
+          ended.count();
+        }));
+    REQUIRE(co_await suspended.wait(5s));
+    cancel.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await ended.wait(5s));
+    CHECK(failure);
+    CHECK(held->held());
+    CHECK(co_await settles_at(s, path, 1));
+    held.reset();  // the lock's end releases it
+    CHECK(co_await settles_at(s, path, 0));
+  }());
+}
+
 TEST_CASE("a deferred acquire_for counts its timeout from its launch, not from when it was made") {
   asio::io_context io;
   session s(io, test_options(shared_hosts(), 10s));

@@ -86,7 +86,6 @@ TEST_CASE("codes compare equal to the portable code (std::errc) that means the s
       {error::lock_busy, std::errc::device_or_resource_busy},
       {error::not_held, std::errc::operation_not_permitted},
       {error::would_deadlock, std::errc::resource_deadlock_would_occur},
-      {error::lock_lost, std::errc::owner_dead},
       {error::not_connected, std::errc::not_connected},
       {error::request_too_large, std::errc::message_size},
       {error::invalid_path, std::errc::invalid_argument},
