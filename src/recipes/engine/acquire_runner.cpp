@@ -371,10 +371,9 @@ class acquire_op final : public Attempts {
     }
     if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
     if (std::holds_alternative<af::connect>(next))
-      return this->m_->s.async_connect(asio::bind_cancellation_slot(
-          connect_stop_.slot(), asio::bind_executor(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
-            static_cast<acquire_op&>(*self).feed(af::connected{ec});
-          })));
+      return this->m_->s.async_connect(connecting_.bind(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
+        static_cast<acquire_op&>(*self).feed(af::connected{ec});
+      }));
     if (std::holds_alternative<af::keep_waiting>(next)) return;
     if (std::holds_alternative<af::granted_again>(next)) return complete({}, grant_of(found));
     if (std::holds_alternative<af::take_handed>(next)) return complete({}, std::move(std::exchange(ticket_, nullptr)->handed));
@@ -411,7 +410,7 @@ class acquire_op final : public Attempts {
     auto next = flow_.resume(acquire_flow::stopped{ec}, look());
     // (A wait for the connection goes too: it would keep this object, and
     // the engine, until a server answers.)
-    connect_stop_.emit(asio::cancellation_type::terminal);
+    connecting_.stop();
     if (waiting)
       if (auto wait = run_wait_.lock()) wait->cancel();
     if (attempting && this->running()) {
@@ -486,7 +485,7 @@ class acquire_op final : public Attempts {
   run_lead lead_;                         // of the local run, while this acquire leads it
   std::shared_ptr<run_ticket> ticket_;    // while waiting in the local run, until what it was handed is taken
   std::weak_ptr<completion<>> run_wait_;  // that wait
-  asio::cancellation_signal connect_stop_;  // the wait for the connection, when the lead came while disconnected
+  pending_request connecting_;  // the wait for the connection, when the lead came while disconnected
 };
 
 // Creates a lease node (async_create_node) for its caller's attempt, which
