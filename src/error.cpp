@@ -115,6 +115,31 @@ std::error_condition condition_of(error e) noexcept {
   }
 }
 
+// The conditions of what happened (beside the default one, above).
+std::optional<condition> event_of(zk_error e) noexcept {
+  switch (e) {
+    case zk_error::throttled_op: return condition::busy;
+    case zk_error::operation_timeout: return condition::timed_out;
+    case zk_error::connection_loss: return condition::not_connected;
+    case zk_error::ssl_connection_error: return condition::unreachable;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<condition> event_of(error e) noexcept {
+  switch (e) {
+    case error::lock_busy: return condition::busy;
+    case error::lock_timeout: return condition::timed_out;
+    case error::lock_lost: return condition::lost;
+    case error::not_held: return condition::not_held;
+    case error::not_connected: return condition::not_connected;
+    case error::unresolvable_host:
+    case error::not_zookeeper:
+      return condition::unreachable;
+    default: return std::nullopt;
+  }
+}
+
 // The portable code (std::errc) a code compares equal to, where one means
 // the same: what a program written against std::mutex or POSIX checks for
 // (`ec == std::errc::timed_out`).
@@ -162,9 +187,10 @@ class code_category final : public std::error_category {
     return c ? c : std::error_condition(value, *this);
   }
 
-  // Its condition (above), and its portable code (generic_of).
+  // Its conditions (above), and its portable code (generic_of).
   bool equivalent(int value, const std::error_condition& other) const noexcept override {
     if (default_error_condition(value) == other) return true;
+    if (auto event = event_of(static_cast<Code>(value)); event && other == make_error_condition(*event)) return true;
     auto generic = generic_of(static_cast<Code>(value));
     return generic && other == std::make_error_condition(*generic);
   }
@@ -182,8 +208,29 @@ class condition_category_impl final : public std::error_category {
       case condition::retryable: return "retryable: the connection was lost or the server was busy";
       case condition::session_gone: return "the session is gone";
       case condition::caller_fault: return "the request was invalid";
+      case condition::busy: return "busy: held by another, or throttled";
+      case condition::timed_out: return "timed out";
+      case condition::lost: return "the lock may be lost";
+      case condition::not_held: return "not held";
+      case condition::not_connected: return "no ZooKeeper server connected";
+      case condition::unreachable: return "no ZooKeeper server reachable";
     }
     return "unknown zkasio condition " + std::to_string(value);
+  }
+
+  // Codes of other categories that mean the same: a timer's or a socket's.
+  bool equivalent(const std::error_code& code, int value) const noexcept override {
+    if (code.category() == *this) return code.value() == value;
+    switch (static_cast<condition>(value)) {
+      case condition::busy:
+        return code == std::errc::device_or_resource_busy || code == std::errc::resource_unavailable_try_again;
+      case condition::timed_out: return code == std::errc::timed_out;
+      case condition::not_connected: return code == std::errc::not_connected;
+      case condition::unreachable:
+        return code == std::errc::host_unreachable || code == std::errc::network_unreachable ||
+               code == std::errc::connection_refused;
+      default: return false;
+    }
   }
 };
 

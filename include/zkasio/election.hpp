@@ -123,8 +123,9 @@ class election {
 // resigns.
 template <class Body>
 auto with_leadership(election& e, std::string data, Body body) -> detail::body_awaitable_t<Body> {
-  auto leading = [](election& e, std::string data) -> asio::awaitable<lock> {
-    co_return static_cast<lock&&>(co_await e.async_campaign(std::move(data), asio::use_awaitable));
+  using executor_type = detail::body_executor_t<Body>;
+  auto leading = [](election& e, std::string data) -> asio::awaitable<lock, executor_type> {
+    co_return static_cast<lock&&>(co_await e.async_campaign(std::move(data), asio::use_awaitable_t<executor_type>{}));
   };
   return with_hold(leading(e, std::move(data)), std::move(body));
 }

@@ -79,11 +79,23 @@ inline std::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), error_category()};
 }
 
-// What a caller should do about an error.
+// Conditions: what a caller should do about an error (the first three: a
+// code belongs to one at most, its default condition), and what happened to
+// a lock or a connection (the others: a code may belong to one of each).
+// The second group matches the portable code that means the same too:
+// `ec == condition::timed_out` holds for std::errc::timed_out (an Asio
+// timer's or socket's), and lock_timeout compares equal to both.
 enum class condition : int {
   retryable = 1,  // the connection was lost or the server was busy: the request may be retried
   session_gone,   // the session is over (expired, authentication failed, closed)
   caller_fault,   // the request itself was wrong: retrying cannot help
+  busy,           // held by another, or the server throttled the request: lock_busy, throttled_op
+  timed_out,      // a deadline passed first: lock_timeout, operation_timeout
+  lost,           // a held lock may be lost: lock_lost (a waiter's session_expired is session_gone)
+  not_held,       // what was to be released is not held: not_held
+  not_connected,  // no server was connected: not_connected, connection_loss
+  unreachable,    // no server of the connect string can be talked to: unresolvable_host, not_zookeeper,
+                  // ssl_connection_error
 };
 
 const std::error_category& condition_category() noexcept;

@@ -8,6 +8,7 @@
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/dispatch.hpp>
@@ -367,46 +368,54 @@ decltype(auto) call_body(Body& body, const lock& held) {
 }
 template <class Body>
 using body_awaitable_t = decltype(call_body(std::declval<Body&>(), std::declval<const lock&>()));
+// The executor type of a body's awaitable: the with_* helper's own, and so
+// its caller's (asio::any_io_executor, a strand, ...).
+template <class Body>
+using body_executor_t = typename body_awaitable_t<Body>::executor_type;
 
-// Runs `body()` on the lock's strand, cancelled (terminal) by the lock's lost
-// signal or by the caller's cancellation, unless the lock is lost already. On
-// the strand, where the lost signal is emitted, so the check and the binding
-// cannot miss it; a loss after the binding aborts the body's next wait.
-template <class Result, class Body>
-asio::awaitable<Result> run_under(lock& held, Body& body) {
+// The critical section, unless the lock is lost already: with_hold binds its
+// stop first, so a loss after this check reaches the body's next wait.
+template <class Result, class Executor, class Body>
+asio::awaitable<Result, Executor> run_body(const lock& held, Body& body) {
   if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock " + held.node());
-  auto stop = std::make_shared<asio::cancellation_signal>();
-  held.lost_slot().assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
-  // The caller's cancellation arrives on the caller's thread (Asio 1.22's
-  // co_spawn): carried to the strand.
-  asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
-  if (auto slot = own.slot(); slot.is_connected())
-    slot.assign([stop, strand = held.get_executor()](asio::cancellation_type) {
-      asio::dispatch(strand, [stop] { stop->emit(asio::cancellation_type::terminal); });
-    });
-  auto stop_slot = stop->slot();
-  co_return co_await asio::co_spawn(held.get_executor(), call_body(body, held),
-                                    asio::bind_cancellation_slot(stop_slot, asio::use_awaitable));
+  co_return co_await call_body(body, held);
 }
 }  // namespace detail
 
 // Acquires with `acquire` (an awaitable of a lock), runs the critical section
-// `body()` or `body(const lock&)` (returning an asio::awaitable; the lock
-// gives the fencing token) on the lock's strand with the lock's
-// lost signal as its cancellation slot, then releases. The body never starts
-// if the lock was lost before it could, and is aborted at its next wait the
-// moment the lock may be lost. Throws what the acquire throws; lock_lost
-// (system_error) if the lock was lost before or during the body (also when
-// the body completed meanwhile); otherwise what the body throws.
+// `body()` or `body(const lock&)` (returning an asio::awaitable of any
+// executor type; the lock gives the fencing token) on the caller's executor,
+// cancelled (terminal) the moment the lock may be lost or the caller is
+// cancelled, then releases. The body never starts if the lock was lost
+// before it could, and is aborted at its next wait the moment the lock may
+// be lost. Throws what the acquire throws; lock_lost (system_error) if the
+// lock was lost before or during the body (also when the body completed
+// meanwhile); otherwise what the body throws.
+// The loss reaches the body as a handler posted to the caller's executor
+// (async_wait_lost's): run the caller on a strand or a one-threaded
+// io_context, as any coroutine whose state is shared.
 template <class Body>
-auto with_hold(asio::awaitable<lock> acquire, Body body) -> detail::body_awaitable_t<Body> {
+auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Body body)
+    -> detail::body_awaitable_t<Body> {
   using result_type = typename detail::body_awaitable_t<Body>::value_type;
+  using executor_type = detail::body_executor_t<Body>;
   auto held = co_await std::move(acquire);
   std::exception_ptr failure;
   std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;
   try {
-    auto run = asio::co_spawn(held.get_executor(), detail::run_under<result_type>(held, body),
-                              asio::use_awaitable);
+    auto caller = co_await asio::this_coro::executor;
+    // The body's cancellation: the caller's, and the lock's loss, both
+    // emitted on the caller's executor. A loss before the body is bound
+    // to it is seen by run_body's check.
+    auto stop = std::make_shared<asio::cancellation_signal>();
+    held.async_wait_lost(asio::bind_executor(caller, [stop](std::error_code ec) {
+      if (!ec) stop->emit(asio::cancellation_type::terminal);
+    }));
+    asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
+    if (auto slot = own.slot(); slot.is_connected())
+      slot.assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
+    auto run = asio::co_spawn(caller, detail::run_body<result_type, executor_type>(held, body),
+                              asio::bind_cancellation_slot(stop->slot(), asio::use_awaitable_t<executor_type>{}));
     if constexpr (std::is_void_v<result_type>) {
       co_await std::move(run);
       result.emplace(true);
@@ -418,7 +427,7 @@ auto with_hold(asio::awaitable<lock> acquire, Body body) -> detail::body_awaitab
   }
   std::error_code released;
   auto where = "with_lock " + held.node();  // (the release empties `held`)
-  co_await held.async_release(asio::redirect_error(asio::use_awaitable, released));
+  co_await held.async_release(asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released));
   if (released == error::lock_lost) throw std::system_error(released, where);
   if (failure) std::rethrow_exception(failure);
   if (released) throw std::system_error(released, where);

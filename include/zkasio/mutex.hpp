@@ -49,7 +49,7 @@ class mutex : public detail::lock_object, public detail::exclusive_acquire<mutex
 // asio::awaitable) under the lock: see with_hold (lock.hpp).
 template <class Body>
 auto with_lock(mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_acquire(asio::use_awaitable), std::move(body));
+  return with_hold(m.async_acquire(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 
 }  // namespace zkasio

@@ -62,7 +62,7 @@ class race_mutex : public detail::exclusive_acquire<race_mutex> {
 // Acquires `m`, runs `body()` under the lock: see with_hold (lock.hpp).
 template <class Body>
 auto with_lock(race_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_acquire(asio::use_awaitable), std::move(body));
+  return with_hold(m.async_acquire(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 
 }  // namespace zkasio

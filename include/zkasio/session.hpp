@@ -21,7 +21,7 @@
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/execution_context.hpp>
-#include <asio/experimental/as_tuple.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <concepts>
@@ -41,13 +41,14 @@
 
 namespace zkasio {
 
-// The completion token of every zkasio operation called without one: the
-// default of Asio's type-erased executor where it names one (Asio 1.24 and
-// later: deferred), else asio::use_awaitable (Asio 1.22 names none). Either
-// way `co_await m.async_acquire();` works in an asio::awaitable coroutine.
-using default_token = std::conditional_t<std::is_void_v<asio::default_completion_token_t<asio::any_io_executor>>,
-                                         asio::use_awaitable_t<>,
-                                         asio::default_completion_token_t<asio::any_io_executor>>;
+// The completion token of every zkasio operation called without one, on
+// every Asio version: asio::use_awaitable (Asio's own default changes from
+// none to deferred with its version), so `co_await m.async_acquire();` works
+// in an asio::awaitable<T> coroutine. In a coroutine of another executor
+// type (asio::awaitable<T, asio::strand<...>>), pass
+// asio::use_awaitable_t<that executor>{}; the with_* helpers follow their
+// body's executor type by themselves.
+using default_token = asio::use_awaitable_t<>;
 
 class session;
 
@@ -366,8 +367,9 @@ class session {
 };
 
 // For a program that should end once its work is done (a session keeps its
-// executor's run() from returning until it is closed): an awaitable that runs
-// `body(s)` (an awaitable), then closes `s` whatever the outcome (cancelled
+// executor's run() from returning until it is closed): an awaitable (of the
+// body's executor type) that runs `body(s)` (an asio::awaitable), then closes
+// `s` whatever the outcome (cancelled
 // too: a cancellation ends the body, never the close), and gives the body's
 // result, or rethrows its exception, once the session is closed. `s` must
 // outlive it. The close's own error is not reported: the session is closed
@@ -380,6 +382,7 @@ template <class Body>
   requires std::invocable<Body&, session&>
 std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
   using result_type = typename std::invoke_result_t<Body&, session&>::value_type;
+  using executor_type = typename std::invoke_result_t<Body&, session&>::executor_type;
   using stored = std::conditional_t<std::is_void_v<result_type>, std::monostate, result_type>;
   std::optional<stored> result;
   std::exception_ptr failure;
@@ -398,7 +401,8 @@ std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
   co_await asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
     return asio::cancellation_type::none;
   });
-  co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
+  std::error_code closed;
+  co_await s.async_close(asio::redirect_error(asio::use_awaitable_t<executor_type>{}, closed));
   co_await asio::this_coro::reset_cancellation_state();
   if (failure) std::rethrow_exception(failure);
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);

@@ -90,12 +90,12 @@ class shared_mutex : public detail::lock_object {
 // The critical section `body()` under the write lock: see with_hold (lock.hpp).
 template <class Body>
 auto with_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_lock(asio::use_awaitable), std::move(body));
+  return with_hold(m.async_lock(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 // ... and under the read lock.
 template <class Body>
 auto with_shared_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_lock_shared(asio::use_awaitable), std::move(body));
+  return with_hold(m.async_lock_shared(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 
 }  // namespace zkasio

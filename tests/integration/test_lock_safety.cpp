@@ -21,6 +21,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <future>
@@ -500,12 +501,14 @@ TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body,
   auto path = unique_path("safety-with-lock-threads");
   mutex m(s, path);
   constexpr int rounds = 30;
-  int lost = 0, completed = 0;
+  int lost = 0, completed = 0, off_strand = 0;
+  auto caller_strand = asio::make_strand(io);
   auto caller = [&]() -> awaitable<void> {
     for (int i = 0; i < rounds; ++i) {
       try {
         co_await with_lock(m, [&]() -> awaitable<void> {
           auto nodes = co_await lock_nodes(other, path);
+          if (!caller_strand.running_in_this_thread()) ++off_strand;  // the caller's, not the lock's
           co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
           asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
           co_await forever.async_wait(use_awaitable);
@@ -516,15 +519,70 @@ TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body,
       }
     }
   };
-  auto done = asio::co_spawn(asio::make_strand(io), caller(), asio::use_future);
+  auto done = asio::co_spawn(caller_strand, caller(), asio::use_future);
   REQUIRE(done.wait_for(120s) == std::future_status::ready);
   done.get();
   CHECK(lost == rounds);
   CHECK(completed == 0);
+  CHECK(off_strand == 0);
   s.async_close(asio::use_future).get();
   other.async_close(asio::use_future).get();
   work.reset();
   for (auto& t : threads) t.join();
+}
+
+TEST_CASE("with_lock on a thread pool: the body runs on its caller's strand, in an awaitable of that strand's type") {
+  // The caller's state is guarded by its strand: after every suspension of
+  // the body (a session's reply, a timer) it must be on that strand again,
+  // not on the lock's; and the loss must still abort it. Before: the body
+  // ran on the lock's strand, and with_lock compiled for
+  // awaitable<T, any_io_executor> only.
+  using caller_executor = asio::strand<asio::thread_pool::executor_type>;
+  using caller_token = asio::use_awaitable_t<caller_executor>;
+  asio::thread_pool pool(3);
+  caller_executor caller_strand(pool.get_executor());
+  session s(pool, test_options(shared_hosts())), other(pool, test_options(shared_hosts()));
+  auto path = unique_path("safety-with-lock-pool");
+  mutex m(s, path);
+  int off_strand = 0, completed = 0, lost = 0, value = 0;
+  auto caller = [&]() -> awaitable<void, caller_executor> {
+    co_await s.async_connect(caller_token{});
+    // Completes: the result comes through; the body stays on the strand.
+    value = co_await with_lock(m, [&]() -> awaitable<int, caller_executor> {
+      for (int i = 0; i < 5; ++i) {
+        co_await s.async_exists(path, caller_token{});
+        if (!caller_strand.running_in_this_thread()) ++off_strand;
+        asio::steady_timer t(caller_strand, 1ms);
+        co_await t.async_wait(caller_token{});
+        if (!caller_strand.running_in_this_thread()) ++off_strand;
+      }
+      ++completed;
+      co_return 7;
+    });
+    // Lost during the body: aborted there, lock_lost here.
+    try {
+      co_await with_lock(m, [&](const lock& held) -> awaitable<void, caller_executor> {
+        co_await other.async_remove(held.node(), caller_token{});
+        if (!caller_strand.running_in_this_thread()) ++off_strand;
+        asio::steady_timer forever(caller_strand, 1h);
+        co_await forever.async_wait(caller_token{});
+        ++completed;
+      });
+    } catch (const std::system_error& e) {
+      if (e.code() == error::lock_lost) ++lost;
+    }
+    if (!caller_strand.running_in_this_thread()) ++off_strand;
+  };
+  auto done = asio::co_spawn(caller_strand, caller(), asio::use_future);
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);
+  done.get();
+  CHECK(off_strand == 0);
+  CHECK(value == 7);
+  CHECK(completed == 1);
+  CHECK(lost == 1);
+  s.async_close(asio::use_future).get();
+  other.async_close(asio::use_future).get();
+  pool.join();
 }
 
 // What a review found in the waits between nodes of one session, the

@@ -80,6 +80,48 @@ TEST_CASE("error conditions group errors by what the caller should do") {
   CHECK(std::error_condition(condition::retryable).message().find("retryable") == 0);
 }
 
+TEST_CASE("conditions of what happened: busy, timed out, lost, not held, not connected, unreachable") {
+  const std::pair<std::error_code, condition> member[] = {
+      {error::lock_busy, condition::busy},
+      {zk_error::throttled_op, condition::busy},
+      {error::lock_timeout, condition::timed_out},
+      {zk_error::operation_timeout, condition::timed_out},
+      {error::lock_lost, condition::lost},
+      {error::not_held, condition::not_held},
+      {error::not_connected, condition::not_connected},
+      {zk_error::connection_loss, condition::not_connected},
+      {error::unresolvable_host, condition::unreachable},
+      {error::not_zookeeper, condition::unreachable},
+      {zk_error::ssl_connection_error, condition::unreachable},
+  };
+  const condition events[] = {condition::busy,     condition::timed_out,     condition::lost,
+                              condition::not_held, condition::not_connected, condition::unreachable};
+  for (auto& [code, in] : member) {
+    CAPTURE(code.message());
+    CHECK(code == in);
+    for (auto other : events)
+      if (other != in) CHECK(code != other);
+  }
+  // Beside the default condition: a lost connection is retryable and not connected.
+  CHECK(std::error_code(zk_error::connection_loss) == condition::retryable);
+  CHECK(std::error_code(error::unresolvable_host) == condition::session_gone);
+  // Codes no condition of what happened holds.
+  for (std::error_code none : {std::error_code(zk_error::no_node), std::error_code(error::session_closed),
+                               std::error_code(zk_error::session_expired), std::error_code(error::invalid_path)}) {
+    CAPTURE(none.message());
+    for (auto c : events) CHECK(none != c);
+  }
+  // The portable codes that mean the same, as an Asio timer or socket gives them.
+  CHECK(std::make_error_code(std::errc::timed_out) == condition::timed_out);
+  CHECK(std::make_error_code(std::errc::device_or_resource_busy) == condition::busy);
+  CHECK(std::make_error_code(std::errc::resource_unavailable_try_again) == condition::busy);
+  CHECK(std::make_error_code(std::errc::not_connected) == condition::not_connected);
+  CHECK(std::make_error_code(std::errc::connection_refused) == condition::unreachable);
+  CHECK(std::make_error_code(std::errc::timed_out) != condition::busy);
+  CHECK(std::make_error_code(std::errc::timed_out) != condition::retryable);
+  CHECK(std::error_condition(condition::unreachable).message() == "no ZooKeeper server reachable");
+}
+
 TEST_CASE("codes compare equal to the portable code (std::errc) that means the same, and to no other") {
   const std::pair<std::error_code, std::errc> same[] = {
       {error::lock_timeout, std::errc::timed_out},

@@ -22,6 +22,7 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <zkasio/election.hpp>
 #include <zkasio/lock.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/race_mutex.hpp>
@@ -47,6 +48,27 @@ static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::share
   rw.async_lock(me);
   rw.async_lock_shared(me);
 });
+
+// The with_* helpers and the default token in a coroutine of another
+// executor type than any_io_executor: compiled, every template instantiated
+// (run on a thread pool's strand by test_lock_safety's with_lock test).
+using strand_executor = asio::strand<asio::io_context::executor_type>;
+using strand_token = asio::use_awaitable_t<strand_executor>;
+[[maybe_unused]] asio::awaitable<int, strand_executor> every_helper_on_a_strand(
+    zkasio::session& s, zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::election& e) {
+  auto held = co_await m.async_acquire(strand_token{});
+  co_await held.async_release(strand_token{});
+  int n = co_await zkasio::with_lock(m, [](const lock&) -> asio::awaitable<int, strand_executor> { co_return 1; });
+  co_await zkasio::with_lock(race, []() -> asio::awaitable<void, strand_executor> { co_return; });
+  co_await zkasio::with_lock(rw, []() -> asio::awaitable<void, strand_executor> { co_return; });
+  co_await zkasio::with_shared_lock(rw, []() -> asio::awaitable<void, strand_executor> { co_return; });
+  co_await zkasio::with_leadership(e, "x", []() -> asio::awaitable<void, strand_executor> { co_return; });
+  co_return co_await zkasio::with_session(s, [n](zkasio::session&) -> asio::awaitable<int, strand_executor> {
+    co_return n;
+  });
+}
+static_assert(std::is_same_v<zkasio::default_token, asio::use_awaitable_t<>>,
+              "the default token is pinned: the same on every Asio version");
 
 }  // namespace
 
