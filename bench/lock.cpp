@@ -1,5 +1,6 @@
 // The locks through zkasio, every contender a coroutine on one thread: an
-// uncontended acquire and release, throughput of many contenders, the
+// uncontended acquire and release (its latency, and its allocations beside
+// an exists'), throughput of many contenders, the
 // read-heavy throughput of a shared_mutex, and scale (thousands of waiters
 // queued on one thread, then drained). (The handoff is in handoff.cpp.)
 #include <unistd.h>
@@ -14,12 +15,13 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/shared_mutex.hpp>
 
+#include "allocations.hpp"
 #include "harness.hpp"
 #include "latency.hpp"
+#include "recipes/rules/lock_queue.hpp"
 #include "waiting_room.hpp"
 
 namespace zkasio::bench {
@@ -48,6 +50,19 @@ awaitable<void> uncontended(session_list& one, const options& o, report& r) {
     co_await held.async_release(use_awaitable);
     if (i >= warm_up_rounds) samples.add(clock::now() - t0);
   }
+  // What each costs the allocator, warm: an acquire and its release, and a
+  // session's operation (an exists) to compare with.
+  auto before = allocations_so_far();
+  for (int i = 0; i < o.rounds; ++i) {
+    auto held = co_await m.async_acquire(use_awaitable);
+    co_await held.async_release(use_awaitable);
+  }
+  add_value(r, "allocations_per_acquire_release",
+            static_cast<double>(allocations_so_far() - before) / static_cast<double>(o.rounds));
+  before = allocations_so_far();
+  for (int i = 0; i < o.rounds; ++i) co_await s.async_exists(path, use_awaitable);
+  add_value(r, "allocations_per_exists",
+            static_cast<double>(allocations_so_far() - before) / static_cast<double>(o.rounds));
   co_await remove_dir(s, dir, std::vector<std::string>(1, path));
   co_await s.async_close(use_awaitable);
 }

@@ -1,3 +1,4 @@
+#include "recipes/rules/lock_queue.hpp"
 #include "waiting_room.hpp"
 
 #include <asio/co_spawn.hpp>
@@ -10,7 +11,6 @@
 #include <malloc.h>
 #include <stdexcept>
 #include <system_error>
-#include <zkasio/detail/lock_queue.hpp>
 
 #include "recipes/rules/queue_rule.hpp"
 

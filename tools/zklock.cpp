@@ -77,10 +77,11 @@
 #include <optional>
 #include <string>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
+
+#include "recipes/rules/lock_queue.hpp"
 
 extern char** environ;
 

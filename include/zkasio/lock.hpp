@@ -16,6 +16,7 @@
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/prefer.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
 #include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -128,32 +129,14 @@ struct leader {
 namespace detail {
 struct engine_state;
 struct grant;
-// async_wait_lost's start, on the grant's strand.
-void wait_lost(grant& g, completion_ptr<> done);
-// async_release's start, on the grant's strand (a released grant: not_held).
+// The starts of a lock's operations, on the grant's strand (a released
+// grant, or none: not_held).
+void wait_lost(std::shared_ptr<grant> g, completion_ptr<> done);
 void release(std::shared_ptr<grant> g, completion_ptr<> done);
+void guarded_multi(std::shared_ptr<grant> g, std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
-
-template <class Result>
-struct signature_of;
-template <class... Values>
-struct signature_of<std::tuple<std::error_code, Values...>> {
-  using type = void(std::error_code, Values...);
-};
-
-// The error code an exception stands for: a system_error's own, else
-// error::internal_error (never a ZooKeeper code).
-inline std::error_code code_of(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::system_error& x) {
-    return x.code();
-  } catch (...) {
-    return make_error_code(error::internal_error);
-  }
-}
 
 // Completes `handler` at once with `values`, posted to its associated
 // executor (`fallback` when it has none), which is kept busy until then.
@@ -166,53 +149,6 @@ void complete_now(Handler handler, const Executor& fallback, Values... values) {
   });
 }
 
-// Starts `work` (a coroutine that reports errors in its result, never by
-// throwing) on `strand` as the asynchronous operation of `handler`:
-// terminal and partial cancellation of the handler's slot reach the
-// coroutine as terminal (what these operations leave behind they clean up,
-// or finish, in the background; total is not honoured: they all have
-// effects), and the result goes to the handler's executor.
-template <class Result, class Handler>
-void spawn_for(Handler handler, lock_strand strand, asio::awaitable<Result> work) {
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  // The caller's cancellation is carried to the strand and emitted there:
-  // Asio 1.22's co_spawn would run it on the caller's thread, against
-  // the coroutine running on the strand.
-  auto cancel = std::make_shared<asio::cancellation_signal>();
-  if (slot.is_connected())
-    slot.assign([cancel, strand](asio::cancellation_type type) {
-      constexpr auto honoured = asio::cancellation_type::terminal | asio::cancellation_type::partial;
-      if ((type & honoured) == asio::cancellation_type::none) return;
-      asio::dispatch(strand, [cancel] { cancel->emit(asio::cancellation_type::terminal); });
-    });
-  // Keeps the handler's executor busy until the handler has run.
-  auto executor = asio::prefer(asio::get_associated_executor(handler, strand),
-                               asio::execution::outstanding_work.tracked);
-  auto cancel_slot = cancel->slot();
-  asio::co_spawn(
-      strand, std::move(work),
-      asio::bind_cancellation_slot(
-          cancel_slot, [handler = std::move(handler), executor = std::move(executor),
-                        cancel = std::move(cancel)](std::exception_ptr e, Result result) mutable {
-            // (A cancellation before the coroutine first ran is thrown
-            // by co_spawn's entry point: its code is the outcome.)
-            if (e) std::get<0>(result) = code_of(e);
-            asio::dispatch(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
-              asio::get_associated_cancellation_slot(handler).clear();
-              std::apply(std::move(handler), std::move(result));
-            });
-          }));
-}
-
-// spawn_for as an operation of `token`.
-template <class Result, class Token>
-auto spawn_on(lock_strand strand, asio::awaitable<Result> work, Token&& token) {
-  return asio::async_initiate<Token, typename signature_of<Result>::type>(
-      [](auto handler, lock_strand strand, asio::awaitable<Result> work) {
-        spawn_for<Result>(std::move(handler), std::move(strand), std::move(work));
-      },
-      token, std::move(strand), std::move(work));
-}
 }  // namespace detail
 
 // A held lock: move-only; releases in the background when destroyed.
@@ -280,13 +216,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_wait_lost(Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [](auto handler, const lock* self) {
-          if (!self->grant_) return detail::complete_now(std::move(handler), self->executor_or_system(),
-                                                         make_error_code(error::not_held));
-          auto strand = self->get_executor();
-          auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::read_cancellation);
-          asio::dispatch(strand, [grant = self->grant_, done = std::move(done)]() mutable {
-            detail::wait_lost(*grant, std::move(done));
-          });
+          self->launch(std::move(handler), detail::read_cancellation, self->grant_, &detail::wait_lost);
         },
         token, this);
   }
@@ -318,13 +248,8 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_release(Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [](auto handler, lock* self) {
-          if (!self->engine_) return detail::complete_now(std::move(handler), self->executor_or_system(),
-                                                          make_error_code(error::not_held));
-          auto strand = self->get_executor();
-          auto done = detail::make_completion<>(std::move(handler), strand, strand, detail::write_cancellation);
-          asio::dispatch(strand, [grant = std::exchange(self->grant_, {}), done = std::move(done)]() mutable {
-            detail::release(std::move(grant), std::move(done));
-          });
+          self->launch(std::move(handler), detail::write_cancellation, std::exchange(self->grant_, {}),
+                       &detail::release);
         },
         token, this);
   }
@@ -336,23 +261,32 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code, std::vector<op_result>)>(
         [](auto handler, const lock* self, std::vector<multi_op> ops) {
-          if (!self->engine_)
-            return detail::complete_now(std::move(handler), self->executor_or_system(),
-                                        make_error_code(error::not_held), std::vector<op_result>{});
-          detail::spawn_for<std::tuple<std::error_code, std::vector<op_result>>>(
-              std::move(handler), self->get_executor(), guarded_multi_coroutine(self->grant_, std::move(ops)));
+          self->launch<std::vector<op_result>>(
+              std::move(handler), detail::write_cancellation, self->grant_,
+              [ops = std::move(ops)](std::shared_ptr<detail::grant> grant,
+                                     detail::completion_ptr<std::vector<op_result>> done) mutable {
+                detail::guarded_multi(std::move(grant), std::move(ops), std::move(done));
+              });
         },
         token, this, std::move(ops));
   }
 
  private:
-  // Where an operation on a lock that never held completes when its
-  // handler names no executor: nowhere else to go.
-  asio::any_io_executor executor_or_system() const {
-    return engine_ ? get_executor() : asio::any_io_executor(asio::system_executor());
+  // Starts an operation: `start(grant, done)` on the strand; for a lock that
+  // never held, not_held at once (on the handler's executor, else the
+  // system executor: there is no strand).
+  template <class... Values, class Handler, class Start>
+  void launch(Handler handler, asio::cancellation_type honoured, std::shared_ptr<detail::grant> grant,
+              Start start) const {
+    if (!engine_)
+      return detail::complete_now(std::move(handler), asio::system_executor(), make_error_code(error::not_held),
+                                  Values{}...);
+    auto strand = get_executor();
+    auto done = detail::make_completion<Values...>(std::move(handler), strand, strand, honoured);
+    asio::dispatch(strand, [grant = std::move(grant), done = std::move(done), start = std::move(start)]() mutable {
+      start(std::move(grant), std::move(done));
+    });
   }
-  static asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>>
-  guarded_multi_coroutine(std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops);
 
   std::shared_ptr<detail::grant> grant_;            // empty once released
   std::shared_ptr<detail::engine_state> engine_;    // kept: its strand runs release
@@ -373,6 +307,16 @@ using body_awaitable_t = decltype(call_body(std::declval<Body&>(), std::declval<
 template <class Body>
 using body_executor_t = typename body_awaitable_t<Body>::executor_type;
 
+// Where with_hold runs the body: the caller's executor, made a strand when
+// its type cannot tell whether it is one (an any_io_executor may be a pool
+// run by several threads, and the loss is emitted there, which must not
+// race the body). Over a caller's strand, the body still runs on it.
+template <class Executor>
+Executor serialized(const Executor& caller) {
+  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) return asio::make_strand(caller);
+  else return caller;
+}
+
 // The critical section, unless the lock is lost already: with_hold binds its
 // stop first, so a loss after this check reaches the body's next wait.
 template <class Result, class Executor, class Body>
@@ -391,9 +335,11 @@ asio::awaitable<Result, Executor> run_body(const lock& held, Body& body) {
 // be lost. Throws what the acquire throws; lock_lost (system_error) if the
 // lock was lost before or during the body (also when the body completed
 // meanwhile); otherwise what the body throws.
-// The loss reaches the body as a handler posted to the caller's executor
-// (async_wait_lost's): run the caller on a strand or a one-threaded
-// io_context, as any coroutine whose state is shared.
+// The loss reaches the body as a handler posted to its executor (an
+// asio::any_io_executor caller's is a strand made over it; a caller of
+// another executor type must be on a strand or a one-threaded io_context).
+// A caller cancelled during the body still has the lock released before
+// with_hold ends.
 template <class Body>
 auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Body body)
     -> detail::body_awaitable_t<Body> {
@@ -403,18 +349,20 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
   std::exception_ptr failure;
   std::optional<std::conditional_t<std::is_void_v<result_type>, bool, result_type>> result;
   try {
-    auto caller = co_await asio::this_coro::executor;
+    auto body_executor = detail::serialized(co_await asio::this_coro::executor);
     // The body's cancellation: the caller's, and the lock's loss, both
-    // emitted on the caller's executor. A loss before the body is bound
-    // to it is seen by run_body's check.
+    // emitted on the body's executor. A loss before the body is bound to
+    // it is seen by run_body's check.
     auto stop = std::make_shared<asio::cancellation_signal>();
-    held.async_wait_lost(asio::bind_executor(caller, [stop](std::error_code ec) {
+    held.async_wait_lost(asio::bind_executor(body_executor, [stop](std::error_code ec) {
       if (!ec) stop->emit(asio::cancellation_type::terminal);
     }));
     asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
     if (auto slot = own.slot(); slot.is_connected())
-      slot.assign([stop](asio::cancellation_type) { stop->emit(asio::cancellation_type::terminal); });
-    auto run = asio::co_spawn(caller, detail::run_body<result_type, executor_type>(held, body),
+      slot.assign([stop, body_executor](asio::cancellation_type) {
+        asio::dispatch(body_executor, [stop] { stop->emit(asio::cancellation_type::terminal); });
+      });
+    auto run = asio::co_spawn(body_executor, detail::run_body<result_type, executor_type>(held, body),
                               asio::bind_cancellation_slot(stop->slot(), asio::use_awaitable_t<executor_type>{}));
     if constexpr (std::is_void_v<result_type>) {
       co_await std::move(run);
@@ -425,10 +373,18 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
   } catch (...) {
     failure = std::current_exception();
   }
+  // Lost before or during the body: said so whatever else happened (a
+  // caller's cancellation too). The release starts though the caller may be
+  // cancelled (Asio would refuse the co_await), and the caller's setting is
+  // put back after.
+  bool lost = held.lost();
   std::error_code released;
   auto where = "with_lock " + held.node();  // (the release empties `held`)
+  bool throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
+  co_await asio::this_coro::throw_if_cancelled(false);
   co_await held.async_release(asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released));
-  if (released == error::lock_lost) throw std::system_error(released, where);
+  co_await asio::this_coro::throw_if_cancelled(throws_if_cancelled);
+  if (lost || released == error::lock_lost) throw std::system_error(make_error_code(error::lock_lost), where);
   if (failure) std::rethrow_exception(failure);
   if (released) throw std::system_error(released, where);
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);

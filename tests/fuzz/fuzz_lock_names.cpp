@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 
 #include "fuzz/fuzz_check.hpp"

@@ -104,7 +104,11 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
       }
     };
     asio::co_spawn(io, observe(), asio::bind_cancellation_slot(stop_observer.slot(), [&](std::exception_ptr e) {
-                     observer_end = e ? detail::code_of(e) : std::error_code{};
+                     try {
+                       if (e) std::rethrow_exception(e);
+                     } catch (const std::system_error& x) {
+                       observer_end = x.code();
+                     }
                      observer_done.count();
                    }));
     auto candidate = [&](election& e, int id) -> awaitable<void> {

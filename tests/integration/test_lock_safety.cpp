@@ -26,11 +26,11 @@
 #include <atomic>
 #include <future>
 #include <thread>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/race_mutex.hpp>
 
 #include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/rules/lock_queue.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"
@@ -492,43 +492,50 @@ TEST_CASE("a follower that lost its quorum answers on, but the lost signal is no
 
 TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body, and says lock_lost") {
   // The caller, the lock's strand and the C client's strand run on different
-  // threads: binding the lost signal must not race its emission.
-  asio::io_context io;
-  auto work = asio::make_work_guard(io);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
-  session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
-  auto path = unique_path("safety-with-lock-threads");
-  mutex m(s, path);
-  constexpr int rounds = 30;
-  int lost = 0, completed = 0, off_strand = 0;
-  auto caller_strand = asio::make_strand(io);
-  auto caller = [&]() -> awaitable<void> {
-    for (int i = 0; i < rounds; ++i) {
-      try {
-        co_await with_lock(m, [&]() -> awaitable<void> {
-          auto nodes = co_await lock_nodes(other, path);
-          if (!caller_strand.running_in_this_thread()) ++off_strand;  // the caller's, not the lock's
-          co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
-          asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
-          co_await forever.async_wait(use_awaitable);
-          ++completed;
-        });
-      } catch (const std::system_error& e) {
-        if (e.code() == error::lock_lost) ++lost;
+  // threads: binding the lost signal must not race its emission (under
+  // ThreadSanitizer). The caller on a strand finds its body there; a caller
+  // on the io_context itself (no strand) gets a strand for its body, where
+  // the loss is emitted (before: the emission raced the body's waits).
+  for (bool caller_on_strand : {true, false}) {
+    CAPTURE(caller_on_strand);
+    asio::io_context io;
+    auto work = asio::make_work_guard(io);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+    auto path = unique_path("safety-with-lock-threads");
+    mutex m(s, path);
+    constexpr int rounds = 20;
+    int lost = 0, completed = 0, off_strand = 0;
+    auto caller_strand = asio::make_strand(io);
+    auto caller = [&]() -> awaitable<void> {
+      for (int i = 0; i < rounds; ++i) {
+        try {
+          co_await with_lock(m, [&]() -> awaitable<void> {
+            auto nodes = co_await lock_nodes(other, path);
+            if (caller_on_strand && !caller_strand.running_in_this_thread()) ++off_strand;  // the caller's
+            co_await other.async_remove(path + "/" + nodes.front(), use_awaitable);
+            asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+            co_await forever.async_wait(use_awaitable);
+            ++completed;
+          });
+        } catch (const std::system_error& e) {
+          if (e.code() == error::lock_lost) ++lost;
+        }
       }
-    }
-  };
-  auto done = asio::co_spawn(caller_strand, caller(), asio::use_future);
-  REQUIRE(done.wait_for(120s) == std::future_status::ready);
-  done.get();
-  CHECK(lost == rounds);
-  CHECK(completed == 0);
-  CHECK(off_strand == 0);
-  s.async_close(asio::use_future).get();
-  other.async_close(asio::use_future).get();
-  work.reset();
-  for (auto& t : threads) t.join();
+    };
+    auto done = caller_on_strand ? asio::co_spawn(caller_strand, caller(), asio::use_future)
+                                 : asio::co_spawn(io, caller(), asio::use_future);
+    REQUIRE(done.wait_for(120s) == std::future_status::ready);
+    done.get();
+    CHECK(lost == rounds);
+    CHECK(completed == 0);
+    CHECK(off_strand == 0);
+    s.async_close(asio::use_future).get();
+    other.async_close(asio::use_future).get();
+    work.reset();
+    for (auto& t : threads) t.join();
+  }
 }
 
 TEST_CASE("with_lock on a thread pool: the body runs on its caller's strand, in an awaitable of that strand's type") {
@@ -1312,6 +1319,58 @@ TEST_CASE("with_lock: the caller's cancellation reaches the body") {
     CHECK(body_ended);  // its wait was cancelled: it ran to its end
     CHECK(co_await settles_at(s, path, 0));
   }(), 10s);
+}
+
+TEST_CASE("with_lock: a caller cancelled during the body still releases before it ends, and says lock_lost if lost") {
+  // The body carries on after the cancellation (it turned throw_if_cancelled
+  // off), and the lock may be lost meanwhile. Before: the release's co_await
+  // threw operation_aborted in the cancelled caller, so the lock was still
+  // held when with_lock ended (released later by its destructor), and a
+  // loss was reported as operation_aborted.
+  for (bool lose : {false, true}) {
+    CAPTURE(lose);
+    asio::io_context io;
+    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+    auto path = unique_path("safety-with-lock-cancelled-caller");
+    mutex m(s, path);
+    asio::cancellation_signal cancel;
+    std::optional<std::error_code> outcome;
+    bool caller_throws_if_cancelled = false;
+    auto caller = [&]() -> awaitable<void> {
+      try {
+        co_await with_lock(m, [&](const lock& held) -> awaitable<void> {
+          co_await asio::this_coro::throw_if_cancelled(false);
+          asio::steady_timer wait(co_await asio::this_coro::executor, 1h);
+          asio::post(io, [&] { cancel.emit(asio::cancellation_type::terminal); });
+          co_await wait.async_wait(as_tuple(use_awaitable));  // ended by the caller's cancellation
+          if (!lose) co_return;
+          co_await other.async_remove(held.node(), as_tuple(use_awaitable));
+          asio::steady_timer poll(co_await asio::this_coro::executor);
+          for (int i = 0; i < 500 && !held.lost(); ++i) {
+            poll.expires_after(10ms);
+            co_await poll.async_wait(as_tuple(use_awaitable));
+          }
+        });
+        outcome = std::error_code{};
+      } catch (const std::system_error& e) {
+        outcome = e.code();
+      }
+      // (Not an operation: a cancelled caller may still ask.)
+      caller_throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
+    };
+    bool ended = false;
+    asio::co_spawn(io, caller(), asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr) { ended = true; }));
+    REQUIRE(run_until(io, [&] { return ended; }, 20s));
+    REQUIRE(outcome.has_value());
+    if (lose) CHECK(*outcome == error::lock_lost);
+    else CHECK(!*outcome);                 // the body's result, once released
+    CHECK(caller_throws_if_cancelled);     // the caller's setting, put back
+    run(io, [&]() -> awaitable<void> {
+      CHECK(co_await settles_at(s, path, 0));
+      co_await s.async_close(use_awaitable);
+      co_await other.async_close(use_awaitable);
+    }(), 20s);
+  }
 }
 
 // g++ 12 under -fsanitize=address inlines Asio's awaitable frame allocation

@@ -8,9 +8,9 @@
 #include <map>
 #include <memory>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"

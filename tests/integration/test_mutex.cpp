@@ -15,10 +15,10 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/semaphore.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"

@@ -10,10 +10,10 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/shared_mutex.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
 #include "support/session_test.hpp"

@@ -16,10 +16,10 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/session.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 #include "support/async.hpp"
 #include "support/session_test.hpp"

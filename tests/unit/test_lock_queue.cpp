@@ -10,9 +10,9 @@
 #include <random>
 #include <set>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 
 #include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 
 using namespace zkasio;

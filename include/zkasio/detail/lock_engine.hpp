@@ -1,7 +1,7 @@
 // The contender engine: the one machine under every lock recipe.
 //
 // A contender creates one EPHEMERAL_SEQUENTIAL node, Curator-named
-// ("_c_<uuid>-<lock name><sequence>", see lock_queue.hpp), under the lock
+// ("_c_<uuid>-<lock name><sequence>", see src/recipes/rules/lock_queue.hpp), under the lock
 // path and lists the children in the same round trip; it waits for the
 // nearest node ahead of it that blocks it (decide: the recipe's rule is the
 // node kinds of its queue and `blocks`), in this process when that node is
@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 #include <zkasio/detail/completion.hpp>
-#include <zkasio/detail/lock_queue.hpp>
+#include <zkasio/detail/node_kind.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio::detail {
@@ -89,20 +89,20 @@ Request started(Request request) {
 void start_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
                           lease_request request, completion_ptr<std::vector<lock>> done);
 
+// The observers' starts (src/recipes/engine/engine_leader.cpp): `done`
+// completes with the answer or why not. A cancellation completes it at once;
+// what was sent goes on (a revocation may still be written).
 // Who holds the engine's one place now: the first of an election's queue, or
 // the race node's creator; nullopt when nobody does.
-asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(
-    std::shared_ptr<engine_state> engine);
-// Completes as soon as the holder differs from `last_seen`, with the new one
-// (at once if it differs already: no change between two calls is missed).
-asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(
-    std::shared_ptr<engine_state> engine, std::optional<leader> last_seen);
-
+void start_current_leader(const std::shared_ptr<engine_state>& engine, completion_ptr<std::optional<leader>> done);
+// As soon as the holder differs from `last_seen`, the new one (at once if it
+// differs already: no change between two calls is missed).
+void start_leader_change(const std::shared_ptr<engine_state>& engine, std::optional<leader> last_seen,
+                         completion_ptr<std::optional<leader>> done);
 // The queue, in order: the holder(s) first.
-asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
-    std::shared_ptr<engine_state> engine);
+void start_contenders(const std::shared_ptr<engine_state>& engine, completion_ptr<std::vector<contender>> done);
 // Curator's revocation: "__REVOKE__" written into the contender's node.
-asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> engine, std::string node);
+void start_revoke(const std::shared_ptr<engine_state>& engine, std::string node, completion_ptr<> done);
 
 // What an operation completes with, made of what the engine gives: an
 // election's leadership of its lock; one lease of the leases acquired.
@@ -171,26 +171,38 @@ auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std
       },
       token, leases, locks, request);
 }
+// An observer's operation: `start(engine, args..., done)`, completing with
+// void(error_code, Values...) on the handler's executor.
+template <class... Values, class Token, class Start, class... Args>
+auto async_observe(asio::cancellation_type honoured, const std::shared_ptr<engine_state>& engine, Start start,
+                   Token&& token, Args... args) {
+  return asio::async_initiate<Token, void(std::error_code, Values...)>(
+      [](auto handler, std::shared_ptr<engine_state> engine, asio::cancellation_type honoured, Start start,
+         Args... args) {
+        auto strand = strand_of(*engine);
+        start(engine, std::move(args)..., make_completion<Values...>(std::move(handler), strand, strand, honoured));
+      },
+      token, engine, honoured, start, std::move(args)...);
+}
 template <class Token>
 auto async_current_leader(const std::shared_ptr<engine_state>& engine, Token&& token) {
-  return spawn_on<std::tuple<std::error_code, std::optional<leader>>>(strand_of(*engine), current_leader(engine),
-                                                                      std::forward<Token>(token));
+  return async_observe<std::optional<leader>>(read_cancellation, engine, &start_current_leader,
+                                              std::forward<Token>(token));
 }
 template <class Token>
 auto async_leader_change(const std::shared_ptr<engine_state>& engine, std::optional<leader> last_seen,
                          Token&& token) {
-  return spawn_on<std::tuple<std::error_code, std::optional<leader>>>(
-      strand_of(*engine), leader_change(engine, std::move(last_seen)), std::forward<Token>(token));
+  return async_observe<std::optional<leader>>(read_cancellation, engine, &start_leader_change,
+                                              std::forward<Token>(token), std::move(last_seen));
 }
 template <class Token>
 auto async_contenders(const std::shared_ptr<engine_state>& engine, Token&& token) {
-  return spawn_on<std::tuple<std::error_code, std::vector<contender>>>(strand_of(*engine), contenders(engine),
-                                                                       std::forward<Token>(token));
+  return async_observe<std::vector<contender>>(read_cancellation, engine, &start_contenders,
+                                               std::forward<Token>(token));
 }
 template <class Token>
 auto async_revoke(const std::shared_ptr<engine_state>& engine, std::string_view node, Token&& token) {
-  return spawn_on<std::tuple<std::error_code>>(strand_of(*engine), revoke(engine, std::string(node)),
-                                               std::forward<Token>(token));
+  return async_observe<>(write_cancellation, engine, &start_revoke, std::forward<Token>(token), std::string(node));
 }
 
 // What every lock object (mutex, shared_mutex) is: an engine on a path, with

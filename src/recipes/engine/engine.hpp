@@ -48,13 +48,13 @@
 #include <deque>
 #include <list>
 #include <zkasio/detail/lock_engine.hpp>
-#include <zkasio/detail/lock_queue.hpp>
 
 #include "recipes/rules/busy_backoff.hpp"
 #include "recipes/rules/decisions.hpp"
 #include "recipes/process_wide/known_nodes.hpp"
 #include "recipes/machines/hold_watch.hpp"
 #include "recipes/process_wide/local_turns.hpp"
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 #include "recipes/engine/strand_latch.hpp"
 
@@ -64,6 +64,42 @@ using asio::awaitable;
 using asio::use_awaitable;
 using asio::experimental::as_tuple;
 using namespace asio::experimental::awaitable_operators;
+
+// The error code an exception stands for: a system_error's own, else
+// error::internal_error (never a ZooKeeper code).
+inline std::error_code code_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::system_error& x) {
+    return x.code();
+  } catch (...) {
+    return make_error_code(error::internal_error);
+  }
+}
+
+// Runs `work` (a coroutine that reports errors in its result, never by
+// throwing) on `strand` as the operation of `done`. A cancellation of `done`
+// (which completes it at once) reaches the coroutine as terminal, which
+// ends in the background; an exception completes it with code_of's code.
+template <class... Values>
+void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_code, Values...>> work,
+                   completion_ptr<Values...> done) {
+  asio::dispatch(strand, [strand, work = std::move(work), done = std::move(done)]() mutable {
+    if (done->done()) return;  // cancelled before it started
+    auto stop = std::make_shared<asio::cancellation_signal>();
+    // (Cleared when `done` completes. A cancellation between the coroutine's
+    // end and its posted completion emits into co_spawn's state, kept in
+    // `stop`, with nothing bound: harmless.)
+    done->on_cancel = [stop] { stop->emit(asio::cancellation_type::terminal); };
+    asio::co_spawn(strand, std::move(work),
+                   asio::bind_cancellation_slot(stop->slot(), [done, stop](std::exception_ptr e,
+                                                                           std::tuple<std::error_code, Values...> result) {
+                     if (e) std::get<0>(result) = code_of(e);
+                     std::apply([&](std::error_code ec, auto&&... values) { done->complete(ec, std::move(values)...); },
+                                std::move(result));
+                   }));
+  });
+}
 
 // The engine's strand over `executor` (engine.cpp).
 lock_strand make_lock_strand(const asio::any_io_executor& executor);

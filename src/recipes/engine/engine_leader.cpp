@@ -97,15 +97,13 @@ awaitable<std::error_code> until_made(session& s, std::string path) {
   }
 }
 
-}  // namespace
-
-asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
+awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
   auto [ec, look] = co_await look_for_leader(state);
   co_return std::make_tuple(ec, std::move(look.who));
 }
 
-asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
-                                                                                  std::optional<leader> last_seen) {
+awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
+                                                                            std::optional<leader> last_seen) {
   auto& s = state->s;
   for (;;) {
     auto [ec, look] = co_await look_for_leader(state);
@@ -127,7 +125,7 @@ asio::awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_chang
   }
 }
 
-asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
+awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
   auto& s = state->s;
   auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
   std::vector<contender> queue;
@@ -142,13 +140,32 @@ asio::awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(
   co_return std::make_tuple(std::error_code{}, std::move(queue));
 }
 
-asio::awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
+awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
   if (auto parsed = parse_lock_node(node); !parsed || !queue_rule::of(state->family).in_queue(parsed->kind))
     co_return std::make_tuple(make_error_code(error::not_held));
   auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
                                                     as_tuple(use_awaitable));
   if (ec == zk_error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);
+}
+
+}  // namespace
+
+void start_current_leader(const std::shared_ptr<engine_state>& engine, completion_ptr<std::optional<leader>> done) {
+  start_spawned(engine->strand, current_leader(engine), std::move(done));
+}
+
+void start_leader_change(const std::shared_ptr<engine_state>& engine, std::optional<leader> last_seen,
+                         completion_ptr<std::optional<leader>> done) {
+  start_spawned(engine->strand, leader_change(engine, std::move(last_seen)), std::move(done));
+}
+
+void start_contenders(const std::shared_ptr<engine_state>& engine, completion_ptr<std::vector<contender>> done) {
+  start_spawned(engine->strand, contenders(engine), std::move(done));
+}
+
+void start_revoke(const std::shared_ptr<engine_state>& engine, std::string node, completion_ptr<> done) {
+  start_spawned(engine->strand, revoke(engine, std::move(node)), std::move(done));
 }
 
 }  // namespace zkasio::detail

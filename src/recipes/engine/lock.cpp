@@ -34,11 +34,11 @@ detail::grant::~grant() {
   asio::dispatch(held->engine->strand, [held = held] { give_back(held, nullptr); });
 }
 
-void detail::wait_lost(grant& g, completion_ptr<> done) {
-  if (g.given_back || g.held->released) return done->complete(make_error_code(error::not_held));
-  if (g.held->lost) return done->complete({});
-  std::erase_if(g.lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
-  g.lost_waiters.push_back(std::move(done));
+void detail::wait_lost(std::shared_ptr<grant> g, completion_ptr<> done) {
+  if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held));
+  if (g->held->lost) return done->complete({});
+  std::erase_if(g->lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
+  g->lost_waiters.push_back(std::move(done));
 }
 
 bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
@@ -85,23 +85,25 @@ void detail::release(std::shared_ptr<grant> g, completion_ptr<> done) {
   give_back(g->held, std::move(done));
 }
 
-asio::awaitable<std::tuple<std::error_code, std::vector<op_result>>> lock::guarded_multi_coroutine(
-    std::shared_ptr<detail::grant> grant, std::vector<multi_op> ops) {
+void detail::guarded_multi(std::shared_ptr<grant> g, std::vector<multi_op> ops,
+                           completion_ptr<std::vector<op_result>> done) {
   // (A hold lives on after this grant's release when it was handed over in
   // memory: the grant's own release counts.)
-  if (!grant || grant->given_back || grant->held->released)
-    co_return std::make_tuple(make_error_code(error::not_held), std::vector<op_result>{});
-  auto& hold = *grant->held;
-  if (hold.name.empty()) co_return std::make_tuple(make_error_code(error::not_fenced), std::vector<op_result>{});
+  if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held), {});
+  auto& hold = *g->held;
+  if (hold.name.empty()) return done->complete(make_error_code(error::not_fenced), {});
   // (A lock that may be lost, or whose session is another now, writes nothing.)
-  if (hold.lost || hold.engine->s.id() != hold.owner_id)
-    co_return std::make_tuple(make_error_code(error::lock_lost), std::vector<op_result>{});
+  if (hold.lost || hold.engine->s.id() != hold.owner_id) return done->complete(make_error_code(error::lock_lost), {});
   ops.insert(ops.begin(), op::check{hold.node, any_version});
-  auto [ec, results] = co_await hold.engine->s.async_multi(std::move(ops), detail::as_tuple(detail::use_awaitable));
-  // The check failed: the node is gone, so the lock was lost.
-  if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
-    ec = make_error_code(error::lock_lost);
-  co_return std::make_tuple(ec, std::move(results));
+  // A cancellation completes `done` at once; the multi, sent, goes on (as a
+  // session's write does).
+  hold.engine->s.async_multi(std::move(ops), asio::bind_executor(hold.engine->strand, [done = std::move(done)](
+                                                                     std::error_code ec, std::vector<op_result> results) {
+    // The check failed: the node is gone, so the lock was lost.
+    if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
+      ec = make_error_code(error::lock_lost);
+    done->complete(ec, std::move(results));
+  }));
 }
 
 }  // namespace zkasio

@@ -37,8 +37,8 @@
 #include <system_error>
 #include <variant>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 #include <zkasio/operations.hpp>
 

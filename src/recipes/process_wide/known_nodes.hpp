@@ -51,8 +51,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
 
+#include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 #include <zkasio/detail/session_core.hpp>
 

@@ -4,7 +4,8 @@
 #include <atomic>
 #include <cstdio>
 #include <random>
-#include <zkasio/detail/lock_queue.hpp>
+
+#include "recipes/rules/lock_queue.hpp"
 
 namespace zkasio::detail {
 namespace {

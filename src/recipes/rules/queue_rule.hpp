@@ -17,7 +17,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <zkasio/detail/lock_queue.hpp>
+
+#include "recipes/rules/lock_queue.hpp"
 
 namespace zkasio::detail {
 

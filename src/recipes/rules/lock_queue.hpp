@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <zkasio/detail/node_kind.hpp>
 
 namespace zkasio::detail {
 
@@ -29,26 +30,8 @@ constexpr bool sequence_before(sequence_number a, sequence_number b) noexcept {
 // The suffix's value, or nullopt unless it is exactly what the server writes.
 std::optional<sequence_number> parse_sequence(std::string_view suffix);
 
-// What a contender's node is, by the lock name Curator's recipes put between
-// "_c_<uuid>-" and the sequence.
-enum class node_kind : std::uint8_t {
-  lock,   // "lock-": InterProcessMutex (zkasio::mutex)
-  read,   // "__READ__": InterProcessReadWriteLock's readers (zkasio::shared_mutex)
-  write,  // "__WRIT__": its writers
-  lease,  // "lease-": InterProcessSemaphoreV2's leases (zkasio::semaphore)
-  latch,  // "latch-": LeaderLatch's candidates (zkasio::election, fair mode)
-};
+// The lock name of a kind of node (node_kind.hpp).
 std::string_view lock_name(node_kind kind) noexcept;
-
-// The recipes of the fair engine, each with its rule over the nodes of its
-// queue (queue_rule.hpp).
-enum class queue_family : std::uint8_t {
-  mutex,       // lock
-  read_write,  // read and write, in one sequence space
-  semaphore,   // lease (a semaphore's leases, which no rule orders)
-  election,    // latch
-  race,        // none: the race recipes' one node is the path itself (race_engine)
-};
 
 // "_c_<uuid>-<lock name><sequence>": Curator's protected name for a contender.
 // (The uuid is read out of the name, not kept apart: a listing of thousands
