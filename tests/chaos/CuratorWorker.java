@@ -204,7 +204,7 @@ public class CuratorWorker {
       long end = System.nanoTime();
       append("hold " + index + " " + lock + " " + granted + " " + end + " " + token + " 0 " + (lost ? 1 : 0) + " "
              + kind(lock) + " " + (reader && kind(lock).equals("shared_mutex") ? "read" : "write") + " "
-             + (kind(lock).equals("semaphore") ? leases : 1) + " " + capacity(lock));
+             + (kind(lock).equals("semaphore") ? leases : 1) + " " + capacity(lock) + " " + start);
       try {
         h.release();
       } catch (Exception e) {

@@ -44,6 +44,10 @@ struct hold_record {
   // (lock::fence): its grants' tokens rise as the pair (token, local).
   std::uint64_t local = 0;
   bool curator = false;  // by a Curator worker (not on the line: the driver knows its workers)
+  // When the acquire that granted it was asked for (-1: not known). A
+  // grant is completed to the worker after the library decided it: a pause
+  // between the two shows a grant made before the pause as one after it.
+  ns asked = -1;
 };
 
 // After the faults stopped, a worker's last try of one of its lock objects:
@@ -76,7 +80,7 @@ struct pause_window {
 };
 
 // One worker's log, a line per record:
-//   hold WORKER LOCK GRANT END TOKEN LOCAL LOST(0|1) RECIPE read|write LEASES CAPACITY
+//   hold WORKER LOCK GRANT END TOKEN LOCAL LOST(0|1) RECIPE read|write LEASES CAPACITY ASKED
 //   acquire WORKER LOCK START END|- DEADLINE RESULT   (DEADLINE -1: none)
 //   final WORKER LOCK granted|refused
 //   orphans WORKER COUNT     (nodes of its live session left after its last release)

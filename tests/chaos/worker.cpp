@@ -329,11 +329,12 @@ struct worker {
     co_return result;
   }
 
-  hold_record hold_of(int which, const std::vector<lock>& held, bool reader) const {
+  // `asked`: when its acquire was asked for (see hold_record::asked).
+  hold_record hold_of(int which, const std::vector<lock>& held, bool reader, ns asked) const {
     auto& plan = plain[which]->plan();
     auto fence = held.front().fence();
-    return {o.index,       which,      now(), 0, fence.czxid, false, plan.kind, reader, static_cast<int>(held.size()),
-            plan.capacity, fence.local};
+    return {o.index,       which,       now(), 0,     fence.czxid, false, plan.kind, reader, static_cast<int>(held.size()),
+            plan.capacity, fence.local, false, asked};
   }
   void end(hold_record& h, const std::vector<lock>& held) {
     h.end = now();
@@ -361,12 +362,13 @@ struct worker {
       if (id != 0 && kind == 2)
         cancel_at = steady_clock::now() + std::chrono::microseconds(random() % (latest_cancel.count() * 1000 + 1));
       auto& object = waits ? *requeue[which] : *plain[which];
+      auto asked = now();
       auto [ec, held] = co_await acquire(id, which, object, r, cancel_at);
       if (ec) continue;
       auto length =
           id == 0 ? std::chrono::nanoseconds(std::chrono::milliseconds(1000 + random() % (longest_hold.count() - 999)))
                   : std::chrono::nanoseconds(std::chrono::microseconds(random() % 5001));
-      auto h = hold_of(which, held, r.reader);
+      auto h = hold_of(which, held, r.reader, asked);
       co_await hold_for(held, length);
       end(h, held);
       if (!r.reader && r.who && !h.lost && random() % 2 == 0) {
@@ -374,11 +376,12 @@ struct worker {
         // then the write lock released. The write hold ended before the
         // read lock was asked for and the read hold begins once granted:
         // nothing is done in between, and each interval is of one mode.
+        asked = now();
         auto [read_ec, reading] = co_await acquire(id, which, object, {.reader = true, .who = r.who});
         co_await release(held);
         if (read_ec) continue;
         held = std::move(reading);
-        h = hold_of(which, held, true);
+        h = hold_of(which, held, true, asked);
         co_await hold_for(held, length);
         end(h, held);
       }
