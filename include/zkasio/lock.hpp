@@ -111,7 +111,7 @@ struct lock_options {
 using mutex_options = lock_options;
 
 struct contender {
-  std::string node;  // the node's name under the lock path
+  std::string node;  // the node's full path (as lock::node() and leader::node)
   std::int64_t sequence = 0;  // as the server wrote it: negative once its counter passed 2^31
   std::string data;  // what the contender wrote into its node
   bool shared = false;  // a reader of a shared_mutex

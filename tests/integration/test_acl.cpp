@@ -80,8 +80,7 @@ TEST_CASE_FIXTURE(identities, "mutex: another identity reads the queue, but neit
     lost_signal_log lost(io);
     lost.watch(held);
     for (session* other : {&nobody, &wrong_password}) co_await shut_out(*other, path, held.node());
-    auto name = held.node().substr(path.size() + 1);
-    CHECK(co_await error_of([&](auto t) { return m_nobody.async_revoke(name, t); }) == zk_error::no_auth);
+    CHECK(co_await error_of([&](auto t) { return m_nobody.async_revoke(held.node(), t); }) == zk_error::no_auth);
     CHECK(co_await error_of([&](auto t) { return m_nobody.async_acquire(t); }) == zk_error::no_auth);
     // The exception says what a wrong password looks like.
     try {

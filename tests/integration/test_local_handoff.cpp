@@ -380,7 +380,7 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder revoked: the next qu
     lost_signal_log lost(io);
     lost.watch(first);
     auto local = start_acquires(io, m, 2);
-    co_await other_mutex.async_revoke(first.node().substr(path.size() + 1), use_awaitable);
+    co_await other_mutex.async_revoke(first.node(), use_awaitable);
     REQUIRE(co_await lost.fired.wait(10s));
     // Not handed a lock that may be lost: the next queued a node of its own,
     // behind the revoked one, which is still there.

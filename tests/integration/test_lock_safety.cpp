@@ -229,7 +229,7 @@ TEST_CASE("reentry on a lost hold fails with lock_lost at once instead of queuei
     test_event lost(io.get_executor());
     held.lost_slot().assign([&](asio::cancellation_type) { lost.count(); });
     // Revoked: lost, but the node is still there until released.
-    co_await m_other.async_revoke(held.node().substr(path.size() + 1), use_awaitable);
+    co_await m_other.async_revoke(held.node(), use_awaitable);
     REQUIRE(co_await lost.wait(5s));
     asio::steady_timer limit(io, 5s);
     auto again = co_await (m.async_acquire(me, as_tuple(use_awaitable)) ||
@@ -613,7 +613,7 @@ TEST_CASE("a holder lost but kept, its node then deleted: the waiter behind it i
       CHECK(co_await settles_at(operator_session, path, 2));
       lost_signal_log lost(io);
       lost.watch(held);
-      co_await m_other.async_revoke(held.node().substr(path.size() + 1), use_awaitable);
+      co_await m_other.async_revoke(held.node(), use_awaitable);
       REQUIRE(co_await lost.fired.wait(5s));
       co_await operator_session.async_remove(held.node(), use_awaitable);
       REQUIRE(co_await w.done.wait(5s));
@@ -1430,8 +1430,7 @@ TEST_CASE("revoked and released locks leave nothing behind in the process, on a 
   mutex m(s, path);
   auto cycle = [&]() -> awaitable<void> {
     auto held = co_await m.async_acquire(use_awaitable);
-    auto name = held.node().substr(held.node().rfind('/') + 1);
-    co_await m.async_revoke(name, use_awaitable);
+    co_await m.async_revoke(held.node(), use_awaitable);
     co_await held.async_wait_lost(use_awaitable);
     auto [released] = co_await held.async_release(as_tuple(use_awaitable));
     CHECK(released == error::lock_lost);

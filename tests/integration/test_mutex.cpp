@@ -47,7 +47,7 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
     CHECK(first.fencing_token() > 0);
     auto contenders = co_await m.async_contenders(use_awaitable);
     REQUIRE(contenders.size() == 1);
-    CHECK(contenders[0].node == name);
+    CHECK(contenders[0].node == first.node());  // a full path, as the lock's
     CHECK(contenders[0].data == "me:1");
     auto token = first.fencing_token();
     co_await first.async_release(use_awaitable);
@@ -433,9 +433,8 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
       asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
       co_await forever.async_wait(asio::redirect_error(use_awaitable, body_ec));
     };
-    auto name = held.node().substr(path.size() + 1);
     auto revoke = [&]() -> awaitable<void> {
-      co_await other_mutex.async_revoke(name, use_awaitable);
+      co_await other_mutex.async_revoke(held.node(), use_awaitable);
     };
     co_await (asio::co_spawn(held.get_executor(), body(),
                              asio::bind_cancellation_slot(held.lost_slot(), use_awaitable)) &&
@@ -444,11 +443,17 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
     CHECK(held.lost());
 
     // Revoking what nobody holds: a clear error.
-    auto [ec] = co_await other_mutex.async_revoke("_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000999",
+    auto [ec] = co_await other_mutex.async_revoke(path + "/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000999",
                                                   as_tuple(use_awaitable));
     CHECK(ec == error::not_held);
-    auto [bad] = co_await other_mutex.async_revoke("garbage", as_tuple(use_awaitable));
+    auto [bad] = co_await other_mutex.async_revoke(path + "/garbage", as_tuple(use_awaitable));
     CHECK(bad == error::not_held);
+    // A node's bare name, or a path not under the lock's: which path is meant?
+    for (auto wrong : {held.node().substr(path.size() + 1), std::string("/elsewhere/x"), path, path + "/"}) {
+      CAPTURE(wrong);
+      auto [outside] = co_await other_mutex.async_revoke(wrong, as_tuple(use_awaitable));
+      CHECK(outside == error::invalid_path);
+    }
 
     // After the node is gone, guarded writes fail and change nothing.
     co_await other.async_remove(held.node(), use_awaitable);
@@ -462,7 +467,7 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
     std::error_code failure;
     try {
       co_await with_lock(m, [&](const lock& inside) -> awaitable<void> {
-        co_await other_mutex.async_revoke(inside.node().substr(path.size() + 1), use_awaitable);
+        co_await other_mutex.async_revoke(inside.node(), use_awaitable);
         asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
         co_await forever.async_wait(use_awaitable);
       });

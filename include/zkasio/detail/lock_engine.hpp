@@ -221,9 +221,11 @@ class lock_object {
     return detail::async_contenders(state_, std::forward<Token>(token));
   }
 
-  // Asks the holder of `node` (a contender's node name) to release, with
-  // Curator's protocol ("__REVOKE__" written into the node): its lost signal
-  // fires. not_held when there is no such contender. void(error_code)
+  // Asks the holder of `node` (a contender's node: its full path, as
+  // lock::node() and contender::node give it) to release, with Curator's
+  // protocol ("__REVOKE__" written into the node): its lost signal fires.
+  // not_held when there is no such contender; invalid_path for a path not
+  // under the lock's. void(error_code)
   template <class Token = default_token>
   auto async_revoke(std::string_view node, Token&& token = {}) {
     return detail::async_revoke(state_, node, std::forward<Token>(token));

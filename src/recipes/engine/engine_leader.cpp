@@ -134,17 +134,20 @@ awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::s
     auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
     if (read_ec == zk_error::no_node) continue;  // it went while we read
     if (read_ec) co_return std::make_tuple(read_ec, std::vector<contender>{});
-    queue.push_back({node.name, static_cast<std::int32_t>(node.sequence), std::move(data.data),
+    queue.push_back({state->full(node.name), static_cast<std::int32_t>(node.sequence), std::move(data.data),
                      node.kind == node_kind::read});
   }
   co_return std::make_tuple(std::error_code{}, std::move(queue));
 }
 
 awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
-  if (auto parsed = parse_lock_node(node); !parsed || !queue_rule::of(state->family).in_queue(parsed->kind))
+  auto dir = state->path + "/";
+  if (!node.starts_with(dir) || node.size() == dir.size())
+    co_return std::make_tuple(make_error_code(error::invalid_path));
+  auto name = std::string_view(node).substr(dir.size());
+  if (auto parsed = parse_lock_node(name); !parsed || !queue_rule::of(state->family).in_queue(parsed->kind))
     co_return std::make_tuple(make_error_code(error::not_held));
-  auto [ec, st] = co_await state->s.async_set_data(state->full(node), revoke_message,
-                                                    as_tuple(use_awaitable));
+  auto [ec, st] = co_await state->s.async_set_data(node, revoke_message, as_tuple(use_awaitable));
   if (ec == zk_error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);
 }
