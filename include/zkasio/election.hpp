@@ -69,6 +69,11 @@ class election {
       : state_(detail::make_engine(s, path, std::move(options),
                                    mode == election_mode::fair ? detail::queue_family::election
                                                                : detail::queue_family::race)) {}
+  // Not copied, moved: as every lock object (detail::lock_object).
+  election(const election&) = delete;
+  election& operator=(const election&) = delete;
+  election(election&&) noexcept = default;
+  election& operator=(election&&) noexcept = default;
 
   executor_type get_executor() const { return detail::strand_of(*state_); }
   const std::string& path() const { return detail::path_of(*state_); }

@@ -44,6 +44,11 @@ class race_mutex : public detail::exclusive_acquire<race_mutex> {
   // invalid_path (system_error) for a path that cannot be one.
   race_mutex(session& s, std::string_view path, lock_options options = {})
       : state_(detail::make_engine(s, path, std::move(options), detail::queue_family::race)) {}
+  // Not copied, moved: as every lock object (detail::lock_object).
+  race_mutex(const race_mutex&) = delete;
+  race_mutex& operator=(const race_mutex&) = delete;
+  race_mutex(race_mutex&&) noexcept = default;
+  race_mutex& operator=(race_mutex&&) noexcept = default;
 
   executor_type get_executor() const { return detail::strand_of(*state_); }
   const std::string& path() const { return detail::path_of(*state_); }

@@ -74,6 +74,26 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
   }());
 }
 
+TEST_CASE("a mutex moved into a container is the same lock: its holder's reentrancy and release go with it") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-moved");
+  std::vector<mutex> locks;
+  locks.emplace_back(s, path);
+  owner me;
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await locks[0].async_acquire(me, use_awaitable);
+    mutex moved(std::move(locks[0]));
+    locks.clear();
+    auto again = co_await moved.async_acquire(me, use_awaitable);  // reentrant: the same lock object
+    CHECK(again.node() == held.node());
+    CHECK((co_await moved.async_contenders(use_awaitable)).size() == 1);
+    co_await again.async_release(use_awaitable);
+    co_await held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+  }());
+}
+
 TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
   asio::io_context io;
   objects_over_sessions<mutex> mutexes(io, "mutex-exclusion", 8);

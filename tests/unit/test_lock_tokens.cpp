@@ -26,6 +26,7 @@
 #include <zkasio/lock.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/race_mutex.hpp>
+#include <zkasio/semaphore.hpp>
 #include <zkasio/shared_mutex.hpp>
 
 using zkasio::error;
@@ -67,6 +68,14 @@ using strand_token = asio::use_awaitable_t<strand_executor>;
     co_return n;
   });
 }
+// A lock object is one lock: moved, never copied (a copy would share its
+// contenders and reentrancy with the original, unlike any mutex).
+template <class T>
+constexpr bool moved_not_copied = !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
+                                  std::is_nothrow_move_constructible_v<T> && std::is_nothrow_move_assignable_v<T>;
+static_assert(moved_not_copied<zkasio::mutex> && moved_not_copied<zkasio::race_mutex> &&
+              moved_not_copied<zkasio::shared_mutex> && moved_not_copied<zkasio::semaphore> &&
+              moved_not_copied<zkasio::election>);
 static_assert(std::is_same_v<zkasio::default_token, asio::use_awaitable_t<>>,
               "the default token is pinned: the same on every Asio version");
 

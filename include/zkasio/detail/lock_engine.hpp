@@ -211,6 +211,15 @@ class lock_object {
  public:
   using executor_type = asio::any_io_executor;  // a strand
 
+  // One lock object, as a std::mutex is one mutex: not copied (two objects
+  // on one path are two, each with its own contenders and reentrancy);
+  // moved as an Asio I/O object is (a moved-from one may only be destroyed
+  // or assigned).
+  lock_object(const lock_object&) = delete;
+  lock_object& operator=(const lock_object&) = delete;
+  lock_object(lock_object&&) noexcept = default;
+  lock_object& operator=(lock_object&&) noexcept = default;
+
   executor_type get_executor() const { return strand_of(*state_); }
   const std::string& path() const { return path_of(*state_); }
 
