@@ -32,8 +32,23 @@
 
 namespace zkasio {
 
-// async_acquire (also by owner), async_try_acquire, async_acquire_until and
-// async_acquire_for: see detail::exclusive_acquire (lock_engine.hpp).
+// Its operations (defined in its bases, detail::exclusive_acquire and
+// detail::lock_object, lock_engine.hpp; each takes any completion token,
+// zkasio::default_token without one, and completes on the handler's
+// executor, else the mutex's strand):
+//   async_acquire([owner])           void(error_code, lock): waits for the lock
+//   async_try_acquire()              void(error_code, lock): lock_busy unless free
+//                                    at once; not_connected while no server is
+//   async_acquire_until(deadline)    void(error_code, lock): lock_timeout at the
+//   async_acquire_for(timeout)       deadline if connected then, not_connected if
+//                                    not (the timeout counts from the launch)
+//   async_contenders()               void(error_code, vector<contender>): the queue
+//   async_revoke(node)               void(error_code): Curator's revocation of the
+//                                    contender at `node` (a full path)
+// Errors besides: session_expired (a waiter's session ended, unless
+// lock_options::requeue_on_expiry), invalid_safety_margin, no_auth (the
+// lock path's ACL), session_closed. Cancellation: terminal and partial, at
+// every stage (above); the observers honour total too.
 class mutex : public detail::lock_object, public detail::exclusive_acquire<mutex> {
  public:
   // The session must outlive the mutex and every lock of it, and must not be

@@ -32,10 +32,12 @@
 
 namespace zkasio {
 
-// async_acquire (also by owner), async_try_acquire (lock_busy if somebody
-// holds it or another contender of this session is racing for it),
-// async_acquire_until and async_acquire_for: see detail::exclusive_acquire
-// (lock_engine.hpp).
+// Its operations: the mutex's acquires (mutex.hpp lists them, with their
+// completion signatures; defined in detail::exclusive_acquire,
+// lock_engine.hpp), but async_try_acquire is lock_busy if somebody holds it
+// or another contender of this session is racing for it; and async_holder,
+// below, for who holds it. It has no queue, so no async_contenders or
+// async_revoke.
 class race_mutex : public detail::exclusive_acquire<race_mutex> {
  public:
   using executor_type = asio::any_io_executor;  // a strand
