@@ -24,6 +24,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,21 @@ struct local_handoff_bound {
   std::chrono::milliseconds max_time{50};
 };
 
+// What a lock object tells its observer (lock_options::observer), on its
+// strand, as it happens: for metrics (wait and hold times), not for
+// control. Per acquire: acquiring, then granted or failed; per grant (each
+// lock, a reentrant one's too): lost when its lost signal fires, released
+// when it is given back (released, or its lock object destroyed).
+struct lock_event {
+  enum class kind { acquiring, granted, failed, lost, released };
+  kind what = kind::acquiring;
+  std::string_view path;  // the lock object's path (a semaphore's: its mutex's, "<path>/locks", and its leases')
+  std::string_view node;  // granted, lost, released: the node's full path
+  // granted, failed: since acquiring; lost, released: since granted.
+  std::chrono::steady_clock::duration took{};
+  std::error_code error;  // failed: why (operation_aborted for a cancellation)
+};
+
 // Options of every lock recipe (mutex, shared_mutex).
 struct lock_options {
   lost_policy policy = lost_policy::before_expiry;
@@ -106,6 +122,9 @@ struct lock_options {
   // process behind the one whose node is in the queue; each grant is a lock
   // of its own: its lost signal, its fence (lock::fence), reentrancy by owner.
   std::optional<local_handoff_bound> local_handoff = std::nullopt;
+  // Called with each lock_event of this lock object, on its strand: keep it
+  // short (it runs on the lock's path). An exception it throws is dropped.
+  std::function<void(const lock_event&)> observer = {};
 };
 
 using mutex_options = lock_options;

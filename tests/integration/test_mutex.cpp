@@ -94,6 +94,61 @@ TEST_CASE("a mutex moved into a container is the same lock: its holder's reentra
   }());
 }
 
+TEST_CASE("an observer hears each acquire and each grant: acquiring, then granted or failed; lost; released") {
+  using kind = lock_event::kind;
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("mutex-observer");
+  struct heard {
+    kind what;
+    std::string node;
+    std::chrono::steady_clock::duration took;
+    std::error_code error;
+  };
+  std::vector<heard> events;
+  bool on_strand = true, path_right = true;
+  std::optional<mutex> m;
+  m.emplace(s, path, lock_options{.observer = [&](const lock_event& e) {
+              on_strand = on_strand && m->get_executor().target<asio::strand<asio::io_context::executor_type>>()
+                                           ->running_in_this_thread();
+              path_right = path_right && e.path == path;
+              events.push_back({e.what, std::string(e.node), e.took, e.error});
+            }});
+  mutex other(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m->async_acquire(use_awaitable);
+    auto [timed_out, none] = co_await m->async_acquire_for(50ms, as_tuple(use_awaitable));
+    CHECK(timed_out == error::lock_timeout);
+    asio::steady_timer pause(io, 20ms);
+    co_await pause.async_wait(use_awaitable);
+    co_await other.async_revoke(held.node(), use_awaitable);
+    co_await held.async_wait_lost(use_awaitable);
+    auto node = held.node();
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(released == error::lock_lost);
+    {
+      auto again = co_await m->async_acquire(use_awaitable);  // released by its destructor
+    }
+    CHECK(co_await settles_at(s, path, 0));
+    const std::vector<kind> expected{kind::acquiring, kind::granted, kind::acquiring, kind::failed, kind::lost,
+                                     kind::released,  kind::acquiring, kind::granted, kind::released};
+    REQUIRE(events.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CAPTURE(i);
+      CHECK(events[i].what == expected[i]);
+    }
+    CHECK(events[1].node == node);
+    CHECK(events[3].error == error::lock_timeout);
+    CHECK(events[3].took >= 50ms);                     // the acquire's wait
+    CHECK(events[4].node == node);
+    CHECK(events[4].took >= 20ms);                     // held until the loss
+    CHECK(events[5].took >= events[4].took);           // held until the release
+    CHECK(events[7].node == events[8].node);
+  }());
+  CHECK(on_strand);
+  CHECK(path_right);
+}
+
 TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
   asio::io_context io;
   objects_over_sessions<mutex> mutexes(io, "mutex-exclusion", 8);

@@ -315,6 +315,7 @@ class acquire_op final : public Attempts {
   // On the strand.
   void begin() {
     if (done_->done()) return;  // cancelled before it ran: nothing made
+    report(this->m_->options, this->m_->path, lock_event::kind::acquiring, {}, {});
     deadline_ = arm_stops(this->m_, *done_, request_.deadline, [weak = weak()](std::error_code ec) {
       if (auto self = weak.lock()) self->stop_with(ec);
     });
@@ -422,6 +423,9 @@ class acquire_op final : public Attempts {
 
   void complete(std::error_code ec, lock held = {}) {
     if (deadline_) deadline_->cancel();
+    auto took = std::chrono::steady_clock::now() - started_;
+    if (ec) report(this->m_->options, this->m_->path, lock_event::kind::failed, {}, took, ec);
+    else report(this->m_->options, this->m_->path, lock_event::kind::granted, held.node(), took);
     done_->complete(ec, std::move(held));
   }
 
@@ -477,6 +481,7 @@ class acquire_op final : public Attempts {
     if (ticket_ && ticket_->lead.leads()) ticket_.reset();
   }
 
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();  // (lock_event's took)
   acquire_request request_;
   completion_ptr<lock> done_;
   acquire_flow flow_{{}};  // made in begin()

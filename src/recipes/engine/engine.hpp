@@ -101,6 +101,17 @@ void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_co
   });
 }
 
+// Tells the lock object's observer (lock_options::observer), if it has one.
+// On the strand.
+inline void report(const lock_options& options, std::string_view path, lock_event::kind what, std::string_view node,
+                   std::chrono::steady_clock::duration took, std::error_code ec = {}) noexcept {
+  if (!options.observer) return;
+  try {
+    options.observer(lock_event{what, path, node, took, ec});
+  } catch (...) {  // (documented: dropped)
+  }
+}
+
 // The engine's strand over `executor` (engine.cpp).
 lock_strand make_lock_strand(const asio::any_io_executor& executor);
 
@@ -255,6 +266,7 @@ struct hold {
 struct grant {
   std::shared_ptr<hold> held;
   std::uint64_t local = 0;  // the hold's local_count at this grant (lock::fence)
+  std::chrono::steady_clock::time_point granted_at = std::chrono::steady_clock::now();  // (lock_event's took)
   asio::cancellation_signal lost_signal;
   // lost_slot()'s after the loss: each emitted once its caller has bound it,
   // then dropped once nothing is bound to it any more. On the strand.

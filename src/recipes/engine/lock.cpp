@@ -31,7 +31,11 @@ detail::grant::~grant() {
   // In the background; the delete is retried while the session lives. (At
   // once when dropped on the strand: the next contender may be of this
   // process, e.g. the semaphore's mutex released as its acquire completes.)
-  asio::dispatch(held->engine->strand, [held = held] { give_back(held, nullptr); });
+  asio::dispatch(held->engine->strand, [held = held, granted_at = granted_at] {
+    report(held->engine->options, held->engine->path, lock_event::kind::released, held->node,
+           std::chrono::steady_clock::now() - granted_at);
+    give_back(held, nullptr);
+  });
 }
 
 void detail::wait_lost(std::shared_ptr<grant> g, completion_ptr<> done) {
@@ -80,6 +84,8 @@ asio::any_io_executor lock::get_executor() const {
 void detail::release(std::shared_ptr<grant> g, completion_ptr<> done) {
   if (!g || g->given_back) return done->complete(make_error_code(error::not_held));
   g->given_back = true;
+  report(g->held->engine->options, g->held->engine->path, lock_event::kind::released, g->held->node,
+         std::chrono::steady_clock::now() - g->granted_at);
   g->end_lost_waits(make_error_code(error::not_held));
   std::erase_if(g->held->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == g; });
   give_back(g->held, std::move(done));
