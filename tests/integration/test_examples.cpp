@@ -284,3 +284,36 @@ TEST_CASE("fencing: a holder stopped past its session's expiry wakes up, and the
   CHECK(wait_child(a.pid(), 20s) == 1);
   for (int fd : {storage_out, a_out, b_out}) ::close(fd);
 }
+
+TEST_CASE("lock_metrics: wait and hold histograms of every round, in Prometheus' text format") {
+  int out = -1;
+  auto path = unique_path("lock-metrics");
+  process_guard metrics(spawn({ZKASIO_LOCK_METRICS, "--hosts", shared_hosts(), "--lock", path, "--contenders", "3",
+                               "--rounds", "4"},
+                              &out));
+  std::map<std::string, std::string> values;  // "name{labels}" -> value
+  std::vector<std::string> wait_buckets;
+  for (;;) {
+    auto line = read_line(out, 30s);
+    if (line.empty()) break;
+    if (line[0] == '#') continue;
+    auto space = line.rfind(' ');
+    values[line.substr(0, space)] = line.substr(space + 1);
+    if (line.rfind("zkasio_lock_wait_seconds_bucket", 0) == 0) wait_buckets.push_back(line.substr(space + 1));
+  }
+  CHECK(wait_child(metrics.pid(), 30s) == 0);
+  ::close(out);
+  auto of = [&](const std::string& name) { return values["zkasio_lock_" + name + "{path=\"" + path + "\"}"]; };
+  CHECK(of("wait_seconds_count") == "12");
+  CHECK(of("hold_seconds_count") == "12");
+  CHECK(of("failed_total") == "0");
+  CHECK(of("lost_total") == "0");
+  CHECK(std::stod(of("hold_seconds_sum")) >= 12 * 0.001);  // each held at least 1 ms
+  // Cumulative buckets, the last (+Inf) the count.
+  REQUIRE(wait_buckets.size() == 8);
+  for (std::size_t i = 1; i < wait_buckets.size(); ++i) CHECK(std::stoul(wait_buckets[i - 1]) <= std::stoul(wait_buckets[i]));
+  CHECK(wait_buckets.back() == "12");
+  asio::io_context io;
+  session observer(io, test_options(shared_hosts()));
+  CHECK(run(io, settles_at(observer, path, 0, 20s), 30s));
+}
