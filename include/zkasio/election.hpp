@@ -58,25 +58,15 @@ class leadership : public lock {
   }
 };
 
-class election {
+class election : public detail::engine_handle {
  public:
-  using executor_type = asio::any_io_executor;  // a strand
-
   // The session must outlive the election and every leadership of it.
   // Throws invalid_path (system_error) for a path that cannot be one.
   // (`options.data` is unused: each campaign writes its own.)
   election(session& s, std::string_view path, election_mode mode = election_mode::fair, lock_options options = {})
-      : state_(detail::make_engine(s, path, std::move(options),
-                                   mode == election_mode::fair ? detail::queue_family::election
-                                                               : detail::queue_family::race)) {}
-  // Not copied, moved: as every lock object (detail::lock_object).
-  election(const election&) = delete;
-  election& operator=(const election&) = delete;
-  election(election&&) noexcept = default;
-  election& operator=(election&&) noexcept = default;
+      : engine_handle(s, path, std::move(options),
+                      mode == election_mode::fair ? detail::queue_family::election : detail::queue_family::race) {}
 
-  executor_type get_executor() const { return detail::strand_of(*state_); }
-  const std::string& path() const { return detail::path_of(*state_); }
   election_mode mode() const {
     return detail::family_of(*state_) == detail::queue_family::race ? election_mode::race : election_mode::fair;
   }
@@ -119,8 +109,6 @@ class election {
     request.confirm_owner = true;
     return detail::async_acquire_as<leadership>(state_, std::move(request), std::forward<Token>(token));
   }
-
-  std::shared_ptr<detail::engine_state> state_;
 };
 
 // Campaigns in `e` with `data`, then runs `body()` (returning an

@@ -38,22 +38,12 @@ namespace zkasio {
 // or another contender of this session is racing for it; and async_holder,
 // below, for who holds it. It has no queue, so no async_contenders or
 // async_revoke.
-class race_mutex : public detail::exclusive_acquire<race_mutex> {
+class race_mutex : public detail::engine_handle, public detail::exclusive_acquire<race_mutex> {
  public:
-  using executor_type = asio::any_io_executor;  // a strand
-
   // The session must outlive the race_mutex and every lock of it. Throws
   // invalid_path (system_error) for a path that cannot be one.
   race_mutex(session& s, std::string_view path, lock_options options = {})
-      : state_(detail::make_engine(s, path, std::move(options), detail::queue_family::race)) {}
-  // Not copied, moved: as every lock object (detail::lock_object).
-  race_mutex(const race_mutex&) = delete;
-  race_mutex& operator=(const race_mutex&) = delete;
-  race_mutex(race_mutex&&) noexcept = default;
-  race_mutex& operator=(race_mutex&&) noexcept = default;
-
-  executor_type get_executor() const { return detail::strand_of(*state_); }
-  const std::string& path() const { return detail::path_of(*state_); }
+      : engine_handle(s, path, std::move(options), detail::queue_family::race) {}
 
   // Who holds it now (nullopt: nobody). void(error_code, optional<leader>)
   template <class Token = default_token>
@@ -63,7 +53,6 @@ class race_mutex : public detail::exclusive_acquire<race_mutex> {
 
  private:
   friend class detail::exclusive_acquire<race_mutex>;
-  std::shared_ptr<detail::engine_state> state_;
 };
 
 // Acquires `m`, runs `body()` under the lock: see with_hold (lock.hpp).

@@ -205,24 +205,38 @@ auto async_revoke(const std::shared_ptr<engine_state>& engine, std::string_view 
   return async_observe<>(write_cancellation, engine, &start_revoke, std::forward<Token>(token), std::string(node));
 }
 
-// What every lock object (mutex, shared_mutex) is: an engine on a path, with
-// the operations that do not depend on the recipe's rule.
-class lock_object {
+// What every lock object (mutex, race_mutex, shared_mutex, semaphore,
+// election) is: a handle on its engine for one path.
+//
+// One lock object, as a std::mutex is one mutex: not copied (two objects on
+// one path are two, each with its own contenders and reentrancy); moved as an
+// Asio I/O object is (a moved-from one may only be destroyed or assigned).
+class engine_handle {
  public:
   using executor_type = asio::any_io_executor;  // a strand
 
-  // One lock object, as a std::mutex is one mutex: not copied (two objects
-  // on one path are two, each with its own contenders and reentrancy);
-  // moved as an Asio I/O object is (a moved-from one may only be destroyed
-  // or assigned).
-  lock_object(const lock_object&) = delete;
-  lock_object& operator=(const lock_object&) = delete;
-  lock_object(lock_object&&) noexcept = default;
-  lock_object& operator=(lock_object&&) noexcept = default;
+  engine_handle(const engine_handle&) = delete;
+  engine_handle& operator=(const engine_handle&) = delete;
+  engine_handle(engine_handle&&) noexcept = default;
+  engine_handle& operator=(engine_handle&&) noexcept = default;
 
   executor_type get_executor() const { return strand_of(*state_); }
   const std::string& path() const { return path_of(*state_); }
 
+ protected:
+  // The session must outlive the lock object and every lock of it, and must
+  // not be assigned another session meanwhile.
+  engine_handle(session& s, std::string_view path, lock_options options, queue_family family)
+      : state_(make_engine(s, path, std::move(options), family)) {}
+  ~engine_handle() = default;
+
+  std::shared_ptr<engine_state> state_;
+};
+
+// A lock object whose queue a user may list and revoke (mutex, shared_mutex,
+// semaphore): the operations that do not depend on the recipe's rule.
+class lock_object : public engine_handle {
+ public:
   // The queue, in order: who holds (first) and who waits (contender::shared
   // tells a shared_mutex's readers). void(error_code, vector<contender>)
   template <class Token = default_token>
@@ -241,12 +255,7 @@ class lock_object {
   }
 
  protected:
-  // The session must outlive the lock object and every lock of it, and must
-  // not be assigned another session meanwhile.
-  lock_object(session& s, std::string_view path, lock_options options, queue_family family)
-      : state_(make_engine(s, path, std::move(options), family)) {}
-
-  std::shared_ptr<engine_state> state_;
+  using engine_handle::engine_handle;
 };
 
 // The acquire operations of the exclusive locks (mutex, race_mutex), on the
