@@ -148,11 +148,14 @@ struct leader {
 namespace detail {
 struct engine_state;
 struct grant;
-// The starts of a lock's operations, on the grant's strand (a released
-// grant, or none: not_held).
-void wait_lost(std::shared_ptr<grant> g, completion_ptr<> done);
-void release(std::shared_ptr<grant> g, completion_ptr<> done);
-void guarded_multi(std::shared_ptr<grant> g, std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done);
+// The starts of a lock's operations (src/recipes/engine/lock.cpp), on the
+// lock object `engine` (a released grant, or none: not_held). Each is called
+// where its operation is launched and moves to the engine's strand itself,
+// as every start of the engine does (lock_engine.hpp).
+void start_wait_lost(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g, completion_ptr<> done);
+void start_release(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g, completion_ptr<> done);
+void start_guarded_multi(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
+                         std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done);
 // A strand, type-erased: over an io_context's own executor when the session
 // runs on one (see make_lock_strand in engine.cpp).
 using lock_strand = asio::any_io_executor;
@@ -235,7 +238,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_wait_lost(Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [](auto handler, const lock* self) {
-          self->launch(std::move(handler), detail::read_cancellation, self->grant_, &detail::wait_lost);
+          self->launch(std::move(handler), detail::read_cancellation, &detail::start_wait_lost, self->grant_);
         },
         token, this);
   }
@@ -267,8 +270,8 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_release(Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [](auto handler, lock* self) {
-          self->launch(std::move(handler), detail::write_cancellation, std::exchange(self->grant_, {}),
-                       &detail::release);
+          self->launch(std::move(handler), detail::write_cancellation, &detail::start_release,
+                       std::exchange(self->grant_, {}));
         },
         token, this);
   }
@@ -280,31 +283,23 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
     return asio::async_initiate<Token, void(std::error_code, std::vector<op_result>)>(
         [](auto handler, const lock* self, std::vector<multi_op> ops) {
-          self->launch<std::vector<op_result>>(
-              std::move(handler), detail::write_cancellation, self->grant_,
-              [ops = std::move(ops)](std::shared_ptr<detail::grant> grant,
-                                     detail::completion_ptr<std::vector<op_result>> done) mutable {
-                detail::guarded_multi(std::move(grant), std::move(ops), std::move(done));
-              });
+          self->launch<std::vector<op_result>>(std::move(handler), detail::write_cancellation,
+                                               &detail::start_guarded_multi, self->grant_, std::move(ops));
         },
         token, this, std::move(ops));
   }
 
  private:
-  // Starts an operation: `start(grant, done)` on the strand; for a lock that
+  // Starts an operation: `start(engine, args..., done)`; for a lock that
   // never held, not_held at once (on the handler's executor, else the
   // system executor: there is no strand).
-  template <class... Values, class Handler, class Start>
-  void launch(Handler handler, asio::cancellation_type honoured, std::shared_ptr<detail::grant> grant,
-              Start start) const {
+  template <class... Values, class Handler, class Start, class... Args>
+  void launch(Handler handler, asio::cancellation_type honoured, Start start, Args... args) const {
     if (!engine_)
       return detail::complete_now(std::move(handler), asio::system_executor(), make_error_code(error::not_held),
                                   Values{}...);
     auto strand = get_executor();
-    auto done = detail::make_completion<Values...>(std::move(handler), strand, strand, honoured);
-    asio::dispatch(strand, [grant = std::move(grant), done = std::move(done), start = std::move(start)]() mutable {
-      start(std::move(grant), std::move(done));
-    });
+    start(engine_, std::move(args)..., detail::make_completion<Values...>(std::move(handler), strand, strand, honoured));
   }
 
   std::shared_ptr<detail::grant> grant_;            // empty once released

@@ -15,6 +15,11 @@
 // One engine_state per lock object (mutex, shared_mutex): its strand runs
 // all of it; the process-wide knowledge of nodes it shares with every other
 // lock object on the same path is known_nodes.
+//
+// Every operation starts by a start_* function (here and in lock.hpp), called
+// inside async_initiate on the thread that launches it, which moves to the
+// strand itself (asio::dispatch: at once when launched on the strand); an
+// operation cancelled before it gets there finds its completion done.
 #pragma once
 
 #include <asio/awaitable.hpp>

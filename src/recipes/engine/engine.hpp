@@ -284,6 +284,12 @@ struct grant {
   }
 };
 
+// Tells a hold's observer what became of one of its grants (lost, released),
+// with how long that grant held it.
+inline void report_grant(const hold& h, std::chrono::steady_clock::time_point granted_at, lock_event::kind what) noexcept {
+  report(h.engine->options, h.engine->path, what, h.node, std::chrono::steady_clock::now() - granted_at);
+}
+
 // Runs `work` on `strand` to its end whatever happens to whoever waits for it
 // (a delete must go on when its caller gives up). Started at once.
 template <class T>

@@ -23,7 +23,7 @@ void lose(hold& h, loss why) {
   for (auto& weak : h.grant_list)
     if (auto g = weak.lock()) grants.push_back(std::move(g));
   for (auto& g : grants) {
-    report(h.engine->options, h.engine->path, lock_event::kind::lost, h.node, std::chrono::steady_clock::now() - g->granted_at);
+    report_grant(h, g->granted_at, lock_event::kind::lost);
     g->lost_signal.emit(asio::cancellation_type::terminal);
     g->end_lost_waits({});
   }

@@ -32,17 +32,19 @@ detail::grant::~grant() {
   // once when dropped on the strand: the next contender may be of this
   // process, e.g. the semaphore's mutex released as its acquire completes.)
   asio::dispatch(held->engine->strand, [held = held, granted_at = granted_at] {
-    report(held->engine->options, held->engine->path, lock_event::kind::released, held->node,
-           std::chrono::steady_clock::now() - granted_at);
+    report_grant(*held, granted_at, lock_event::kind::released);
     give_back(held, nullptr);
   });
 }
 
-void detail::wait_lost(std::shared_ptr<grant> g, completion_ptr<> done) {
-  if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held));
-  if (g->held->lost) return done->complete({});
-  std::erase_if(g->lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
-  g->lost_waiters.push_back(std::move(done));
+void detail::start_wait_lost(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
+                             completion_ptr<> done) {
+  asio::dispatch(engine->strand, [g = std::move(g), done = std::move(done)]() mutable {
+    if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held));
+    if (g->held->lost) return done->complete({});
+    std::erase_if(g->lost_waiters, [](auto& waiting) { return waiting->done(); });  // cancelled ones
+    g->lost_waiters.push_back(std::move(done));
+  });
 }
 
 bool lock::held() const noexcept { return grant_ && !grant_->held->released.load(std::memory_order_acquire); }
@@ -81,35 +83,43 @@ asio::any_io_executor lock::get_executor() const {
   return engine_->strand;
 }
 
-void detail::release(std::shared_ptr<grant> g, completion_ptr<> done) {
-  if (!g || g->given_back) return done->complete(make_error_code(error::not_held));
-  g->given_back = true;
-  report(g->held->engine->options, g->held->engine->path, lock_event::kind::released, g->held->node,
-         std::chrono::steady_clock::now() - g->granted_at);
-  g->end_lost_waits(make_error_code(error::not_held));
-  std::erase_if(g->held->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == g; });
-  give_back(g->held, std::move(done));
+// (Whether or not its caller still waits: the grant was taken at launch.)
+void detail::start_release(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
+                           completion_ptr<> done) {
+  asio::dispatch(engine->strand, [g = std::move(g), done = std::move(done)]() mutable {
+    if (!g || g->given_back) return done->complete(make_error_code(error::not_held));
+    g->given_back = true;
+    report_grant(*g->held, g->granted_at, lock_event::kind::released);
+    g->end_lost_waits(make_error_code(error::not_held));
+    std::erase_if(g->held->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == g; });
+    give_back(g->held, std::move(done));
+  });
 }
 
-void detail::guarded_multi(std::shared_ptr<grant> g, std::vector<multi_op> ops,
-                           completion_ptr<std::vector<op_result>> done) {
-  // (A hold lives on after this grant's release when it was handed over in
-  // memory: the grant's own release counts.)
-  if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held), {});
-  auto& hold = *g->held;
-  if (hold.name.empty()) return done->complete(make_error_code(error::not_fenced), {});
-  // (A lock that may be lost, or whose session is another now, writes nothing.)
-  if (hold.lost || hold.engine->s.id() != hold.owner_id) return done->complete(make_error_code(error::lock_lost), {});
-  ops.insert(ops.begin(), op::check{hold.node, any_version});
-  // A cancellation completes `done` at once; the multi, sent, goes on (as a
-  // session's write does).
-  hold.engine->s.async_multi(std::move(ops), asio::bind_executor(hold.engine->strand, [done = std::move(done)](
-                                                                     std::error_code ec, std::vector<op_result> results) {
-    // The check failed: the node is gone, so the lock was lost.
-    if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
-      ec = make_error_code(error::lock_lost);
-    done->complete(ec, std::move(results));
-  }));
+void detail::start_guarded_multi(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
+                                 std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) {
+  asio::dispatch(engine->strand, [g = std::move(g), ops = std::move(ops), done = std::move(done)]() mutable {
+    if (done->done()) return;  // cancelled before it started: nothing sent
+    // (A hold lives on after this grant's release when it was handed over in
+    // memory: the grant's own release counts.)
+    if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held), {});
+    auto& hold = *g->held;
+    if (hold.name.empty()) return done->complete(make_error_code(error::not_fenced), {});
+    // (A lock that may be lost, or whose session is another now, writes nothing.)
+    if (hold.lost || hold.engine->s.id() != hold.owner_id)
+      return done->complete(make_error_code(error::lock_lost), {});
+    ops.insert(ops.begin(), op::check{hold.node, any_version});
+    // A cancellation completes `done` at once; the multi, sent, goes on (as a
+    // session's write does).
+    hold.engine->s.async_multi(
+        std::move(ops), asio::bind_executor(hold.engine->strand, [done = std::move(done)](
+                                                                 std::error_code ec, std::vector<op_result> results) {
+          // The check failed: the node is gone, so the lock was lost.
+          if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
+            ec = make_error_code(error::lock_lost);
+          done->complete(ec, std::move(results));
+        }));
+  });
 }
 
 }  // namespace zkasio
