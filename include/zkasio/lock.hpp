@@ -233,9 +233,10 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // operation_aborted and does nothing else. With Asio's awaitable
   // operators, `co_await (work() || held.async_wait_lost())` stops work() at
   // its next wait the moment the lock may be lost (the result's index is 1).
+  // Const: it only watches (a critical section given `const lock&` may wait).
   // void(error_code)
   template <class Token = default_token>
-  auto async_wait_lost(Token&& token = {}) {
+  auto async_wait_lost(Token&& token = {}) const {
     return asio::async_initiate<Token, void(std::error_code)>(
         [](auto handler, const lock* self) {
           self->launch(std::move(handler), detail::read_cancellation, &detail::start_wait_lost, self->grant_);
@@ -353,7 +354,9 @@ asio::awaitable<Result, Executor> run_body(const lock& held, Body& body) {
 // asio::any_io_executor caller's is a strand made over it; a caller of
 // another executor type must be on a strand or a one-threaded io_context).
 // A caller cancelled during the body still has the lock released before
-// with_hold ends.
+// with_hold ends. A body that turns throw_if_cancelled off must look at its
+// cancellation_state after a wait that cannot be cancelled (a post, a
+// spawned child): a loss during that wait is only recorded there.
 template <class Body>
 auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Body body)
     -> detail::body_awaitable_t<Body> {

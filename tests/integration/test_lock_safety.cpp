@@ -1321,36 +1321,24 @@ TEST_CASE("with_lock: the caller's cancellation reaches the body") {
   }(), 10s);
 }
 
-TEST_CASE("with_lock: a caller cancelled during the body still releases before it ends, and says lock_lost if lost") {
-  // The body carries on after the cancellation (it turned throw_if_cancelled
-  // off), and the lock may be lost meanwhile. Before: the release's co_await
-  // threw operation_aborted in the cancelled caller, so the lock was still
-  // held when with_lock ended (released later by its destructor), and a
-  // loss was reported as operation_aborted.
-  for (bool lose : {false, true}) {
-    CAPTURE(lose);
-    asio::io_context io;
-    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
-    auto path = unique_path("safety-with-lock-cancelled-caller");
-    mutex m(s, path);
-    asio::cancellation_signal cancel;
+// with_lock in a caller that `cancel` cancels, over one io_context, with
+// another session to play the operator that deletes a holder's node.
+struct cancelled_caller {
+  asio::io_context io;
+  session s{io, test_options(shared_hosts())}, other{io, test_options(shared_hosts())};
+  std::string path;
+  asio::cancellation_signal cancel;
+  bool caller_throws_if_cancelled = false;  // once with_lock has ended
+
+  explicit cancelled_caller(const std::string& name) : path(unique_path(name)) {}
+
+  // What with_lock(m, body) said: nothing when it completed.
+  template <class Body>
+  std::error_code with_lock_outcome(mutex& m, Body body) {
     std::optional<std::error_code> outcome;
-    bool caller_throws_if_cancelled = false;
     auto caller = [&]() -> awaitable<void> {
       try {
-        co_await with_lock(m, [&](const lock& held) -> awaitable<void> {
-          co_await asio::this_coro::throw_if_cancelled(false);
-          asio::steady_timer wait(co_await asio::this_coro::executor, 1h);
-          asio::post(io, [&] { cancel.emit(asio::cancellation_type::terminal); });
-          co_await wait.async_wait(as_tuple(use_awaitable));  // ended by the caller's cancellation
-          if (!lose) co_return;
-          co_await other.async_remove(held.node(), as_tuple(use_awaitable));
-          asio::steady_timer poll(co_await asio::this_coro::executor);
-          for (int i = 0; i < 500 && !held.lost(); ++i) {
-            poll.expires_after(10ms);
-            co_await poll.async_wait(as_tuple(use_awaitable));
-          }
-        });
+        co_await with_lock(m, std::move(body));
         outcome = std::error_code{};
       } catch (const std::system_error& e) {
         outcome = e.code();
@@ -1362,14 +1350,157 @@ TEST_CASE("with_lock: a caller cancelled during the body still releases before i
     asio::co_spawn(io, caller(), asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr) { ended = true; }));
     REQUIRE(run_until(io, [&] { return ended; }, 20s));
     REQUIRE(outcome.has_value());
-    if (lose) CHECK(*outcome == error::lock_lost);
-    else CHECK(!*outcome);                 // the body's result, once released
-    CHECK(caller_throws_if_cancelled);     // the caller's setting, put back
+    return *outcome;
+  }
+
+  // Nothing is left under the path; both sessions closed.
+  void settle() {
     run(io, [&]() -> awaitable<void> {
       CHECK(co_await settles_at(s, path, 0));
       co_await s.async_close(use_awaitable);
       co_await other.async_close(use_awaitable);
     }(), 20s);
+  }
+};
+
+TEST_CASE("with_lock: a caller cancelled during the body still releases before it ends, and says lock_lost if lost") {
+  // The body carries on after the cancellation (it turned throw_if_cancelled
+  // off), and the lock may be lost meanwhile. Before: the release's co_await
+  // threw operation_aborted in the cancelled caller, so the lock was still
+  // held when with_lock ended (released later by its destructor), and a
+  // loss was reported as operation_aborted.
+  for (bool lose : {false, true}) {
+    CAPTURE(lose);
+    cancelled_caller t("safety-with-lock-cancelled-caller");
+    mutex m(t.s, t.path);
+    auto outcome = t.with_lock_outcome(m, [&](const lock& held) -> awaitable<void> {
+      co_await asio::this_coro::throw_if_cancelled(false);
+      asio::steady_timer wait(co_await asio::this_coro::executor, 1h);
+      asio::post(t.io, [&] { t.cancel.emit(asio::cancellation_type::terminal); });
+      co_await wait.async_wait(as_tuple(use_awaitable));  // ended by the caller's cancellation
+      if (!lose) co_return;
+      co_await t.other.async_remove(held.node(), as_tuple(use_awaitable));
+      asio::steady_timer poll(co_await asio::this_coro::executor);
+      for (int i = 0; i < 500 && !held.lost(); ++i) {
+        poll.expires_after(10ms);
+        co_await poll.async_wait(as_tuple(use_awaitable));
+      }
+    });
+    if (lose) CHECK(outcome == error::lock_lost);
+    else CHECK(!outcome);                    // the body's result, once released
+    CHECK(t.caller_throws_if_cancelled);     // the caller's setting, put back
+    t.settle();
+  }
+}
+
+TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the lock's strand say lock_lost, and release") {
+  // The two stops of the body meet: the caller cancelled from the loss's own
+  // handlers, before the loss's stop (by the observer, which hears the loss
+  // first, on the strand) or right after it (by a lost wait of its own,
+  // completed after with_lock's). Either way the body is stopped once, the
+  // lock released, and the loss said, not the cancellation.
+  for (bool cancel_first : {true, false}) {
+    CAPTURE(cancel_first);
+    cancelled_caller t("safety-with-lock-loss-and-cancel");
+    int cancels = 0;
+    auto cancel_caller = [&] {
+      ++cancels;
+      t.cancel.emit(asio::cancellation_type::terminal);
+    };
+    lock_options options;
+    options.observer = [&](const lock_event& e) {
+      if (cancel_first && e.what == lock_event::kind::lost) cancel_caller();
+    };
+    mutex m(t.s, t.path, options);
+    bool waited_to_the_end = false;
+    auto outcome = t.with_lock_outcome(m, [&](const lock& held) -> awaitable<void> {
+      if (!cancel_first)
+        held.async_wait_lost([&](std::error_code ec) {
+          if (!ec) cancel_caller();
+        });
+      // (The loss may stop this wait already: the watch's event comes
+      // before the remove's reply.)
+      co_await t.other.async_remove(held.node(), as_tuple(use_awaitable));
+      asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+      co_await forever.async_wait(use_awaitable);
+      waited_to_the_end = true;
+    });
+    CHECK(cancels == 1);
+    CHECK(!waited_to_the_end);
+    CHECK(outcome == error::lock_lost);
+    t.settle();
+  }
+}
+
+// An io_context run on a thread of its own until the test ends, whichever
+// way (a failed REQUIRE too: then stopped at once).
+struct running_io {
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread{[this] { io.run(); }};
+  // Lets it run out of work (what the test started has ended), then joins.
+  void finish() {
+    work.reset();
+    thread.join();
+  }
+  ~running_io() {
+    if (!thread.joinable()) return;
+    io.stop();
+    thread.join();
+  }
+};
+
+TEST_CASE("with_lock: a loss after the body has started, before its first wait, stops its next wait") {
+  // The lock's strand runs on one thread, the caller on another: the body
+  // sees the loss happen after with_lock's check and before it waits. The
+  // loss's stop, posted to the body's executor, runs while the body is
+  // suspended in a wait that cannot be cancelled (a post) or in the
+  // cancellable wait itself; either way that wait or the next one ends it.
+  for (bool uncancellable_first : {false, true}) {
+    CAPTURE(uncancellable_first);
+    running_io lock_side;
+    asio::io_context& lock_io = lock_side.io;
+    asio::io_context caller_io;
+    session s(lock_io, test_options(shared_hosts())), other(lock_io, test_options(shared_hosts()));
+    auto path = unique_path("safety-with-lock-loss-in-body");
+    mutex m(s, path);
+    std::atomic<bool> removed{false};
+    bool saw_loss_before_waiting = false, waited_to_the_end = false;
+    std::optional<std::error_code> outcome;
+    auto caller = [&]() -> awaitable<void> {
+      try {
+        co_await with_lock(m, [&](const lock& held) -> awaitable<void> {
+          // (On the lock's thread: this thread does not wait meanwhile.)
+          other.async_remove(held.node(), [&](std::error_code) { removed = true; });
+          auto give_up = std::chrono::steady_clock::now() + 20s;
+          while (!held.lost() && std::chrono::steady_clock::now() < give_up)
+            std::this_thread::sleep_for(1ms);
+          saw_loss_before_waiting = held.lost();
+          if (uncancellable_first) co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+          asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+          co_await forever.async_wait(use_awaitable);
+          waited_to_the_end = true;
+        });
+        outcome = std::error_code{};
+      } catch (const std::system_error& e) {
+        outcome = e.code();
+      }
+    };
+    auto done = asio::co_spawn(caller_io, caller(), asio::use_future);
+    caller_io.run_for(30s);
+    REQUIRE(done.wait_for(0s) == std::future_status::ready);
+    done.get();
+    CHECK(removed);
+    CHECK(saw_loss_before_waiting);
+    CHECK(!waited_to_the_end);
+    REQUIRE(outcome.has_value());
+    CHECK(*outcome == error::lock_lost);
+    auto settled = asio::co_spawn(lock_io, settles_at(s, path, 0), asio::use_future);
+    REQUIRE(settled.wait_for(20s) == std::future_status::ready);
+    CHECK(settled.get());
+    s.async_close(asio::use_future).get();
+    other.async_close(asio::use_future).get();
+    lock_side.finish();
   }
 }
 
