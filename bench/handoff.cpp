@@ -44,7 +44,7 @@ class recipe_lock {
     else plain_.emplace(s, path);
   }
   awaitable<lock> acquire() {
-    if (rw_) co_return co_await rw_->async_lock(use_awaitable);
+    if (rw_) co_return co_await rw_->async_acquire(use_awaitable);
     if (leases_) co_return co_await leases_->async_acquire(use_awaitable);
     co_return co_await plain_->async_acquire(use_awaitable);
   }

@@ -186,8 +186,8 @@ awaitable<void> reader_or_writer(shared_mutex& m, readers_and_writers& c, bool w
   asio::steady_timer hold(co_await asio::this_coro::executor);
   while (!c.stop) {
     lock held;
-    if (write) held = co_await m.async_lock(use_awaitable);
-    else held = co_await m.async_lock_shared(use_awaitable);
+    if (write) held = co_await m.async_acquire(use_awaitable);
+    else held = co_await m.async_acquire_shared(use_awaitable);
     auto acquired = clock::now();
     if (c.writers > 0 || (write && c.readers > 0)) throw std::runtime_error("a writer held beside another holder");
     ++(write ? c.writers : c.readers);

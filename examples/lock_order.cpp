@@ -67,8 +67,8 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
     else if (mode == "leader") held = co_await election.async_campaign(name, use_awaitable);
     else if (mode == "race") held = co_await racing.async_acquire(use_awaitable);
     else if (mode == "race-leader") held = co_await race_election.async_campaign(name, use_awaitable);
-    else if (mode == "read") held = co_await rw.async_lock_shared(use_awaitable);
-    else held = co_await rw.async_lock(use_awaitable);
+    else if (mode == "read") held = co_await rw.async_acquire_shared(use_awaitable);
+    else held = co_await rw.async_acquire(use_awaitable);
     std::cout << name << " holds the lock (round " << i << ", node "
               << (held.node() == path ? held.node() : held.node().substr(path.size() + 1)) << ", fencing token "
               << held.fencing_token() << ")" << std::endl;

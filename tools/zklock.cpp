@@ -424,16 +424,16 @@ class runner {
             if (at_once) co_return co_await m.async_try_acquire(token);
             co_return co_await m.async_acquire_until(until, token);
           case lock_mode::read:
-            if (at_once) co_return co_await rw.async_try_lock_shared(token);
-            co_return co_await rw.async_lock_shared_until(until, token);
+            if (at_once) co_return co_await rw.async_try_acquire_shared(token);
+            co_return co_await rw.async_acquire_shared_until(until, token);
           case lock_mode::lease:
             if (at_once) co_return co_await leases.async_try_acquire(token);
             co_return co_await leases.async_acquire_until(until, token);
           case lock_mode::write:
             break;
         }
-        if (at_once) co_return co_await rw.async_try_lock(token);
-        co_return co_await rw.async_lock_until(until, token);
+        if (at_once) co_return co_await rw.async_try_acquire(token);
+        co_return co_await rw.async_acquire_until(until, token);
       };
       auto got = co_await (acquire() || signals.wait());
       if (got.index() == 0) std::tie(ec, held) = std::move(std::get<0>(got));

@@ -28,74 +28,63 @@
 
 namespace zkasio {
 
-class shared_mutex : public detail::lock_object {
+// Its operations, in the vocabulary of every zkasio lock (mutex,
+// race_mutex, semaphore: acquire, as std::counting_semaphore and Curator
+// say; the read lock's with std::shared_mutex's `_shared`):
+// - the write lock (exclusive), from detail::exclusive_acquire:
+//   async_acquire([owner]), async_try_acquire, async_acquire_until(deadline),
+//   async_acquire_for(timeout): void(error_code, lock);
+// - the read lock: async_acquire_shared([owner]), async_try_acquire_shared,
+//   async_acquire_shared_until(deadline), async_acquire_shared_for(timeout):
+//   void(error_code, lock).
+// A try fails with lock_busy unless granted at once, leaving no node; a
+// deadline fails with lock_timeout (connecting included), and the node is
+// deleted. Cancellation (terminal, partial) completes with operation_aborted
+// at once, and the node goes in the background.
+class shared_mutex : public detail::lock_object,
+                     public detail::exclusive_acquire<shared_mutex, detail::node_kind::write> {
  public:
   // The session must outlive the shared_mutex and every lock of it.
   shared_mutex(session& s, std::string_view path, lock_options options = {})
       : lock_object(s, path, std::move(options), detail::queue_family::read_write) {}
 
-  // The write lock (exclusive). void(error_code, lock)
-  template <class Token = default_token>
-    requires detail::token_not<Token, owner>  // an owner is the other overload's
-  auto async_lock(Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = write}, std::forward<Token>(token));
-  }
-  template <class Token = default_token>
-  auto async_lock(const owner& who, Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = write, .who = who}, std::forward<Token>(token));
-  }
-  // lock_busy unless granted at once, leaving no node behind.
-  template <class Token = default_token>
-  auto async_try_lock(Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = write, .try_once = true}, std::forward<Token>(token));
-  }
-  // lock_timeout at `deadline` (connecting included), and the node is deleted.
-  template <class Token = default_token>
-  auto async_lock_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = write, .deadline = deadline}, std::forward<Token>(token));
-  }
-  template <class Token = default_token>
-  auto async_lock_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = write, .timeout = timeout}, std::forward<Token>(token));
-  }
-
   // The read lock (shared). void(error_code, lock)
   template <class Token = default_token>
     requires detail::token_not<Token, owner>  // an owner is the other overload's
-  auto async_lock_shared(Token&& token = {}) {
+  auto async_acquire_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read}, std::forward<Token>(token));
   }
   template <class Token = default_token>
-  auto async_lock_shared(const owner& who, Token&& token = {}) {
+  auto async_acquire_shared(const owner& who, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .who = who}, std::forward<Token>(token));
   }
   template <class Token = default_token>
-  auto async_try_lock_shared(Token&& token = {}) {
+  auto async_try_acquire_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .try_once = true}, std::forward<Token>(token));
   }
   template <class Token = default_token>
-  auto async_lock_shared_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
+  auto async_acquire_shared_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .deadline = deadline}, std::forward<Token>(token));
   }
   template <class Token = default_token>
-  auto async_lock_shared_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
+  auto async_acquire_shared_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read, .timeout = timeout}, std::forward<Token>(token));
   }
 
  private:
+  friend class detail::exclusive_acquire<shared_mutex, detail::node_kind::write>;
   static constexpr auto read = detail::node_kind::read;
-  static constexpr auto write = detail::node_kind::write;
 };
 
 // The critical section `body()` under the write lock: see with_hold (lock.hpp).
 template <class Body>
 auto with_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_lock(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
+  return with_hold(m.async_acquire(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 // ... and under the read lock.
 template <class Body>
 auto with_shared_lock(shared_mutex& m, Body body) -> detail::body_awaitable_t<Body> {
-  return with_hold(m.async_lock_shared(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
+  return with_hold(m.async_acquire_shared(asio::use_awaitable_t<detail::body_executor_t<Body>>{}), std::move(body));
 }
 
 }  // namespace zkasio

@@ -195,15 +195,15 @@ awaitable<acquired> acquire(Exclusive& m, const request& r, acquire_token token)
 
 awaitable<acquired> acquire(shared_mutex& m, const request& r, acquire_token token) {
   if (r.reader) {
-    if (r.try_once) return as_holds(m.async_try_lock_shared(token));
-    if (r.who) return as_holds(m.async_lock_shared(*r.who, token));
-    if (!r.deadline) return as_holds(m.async_lock_shared(token));
-    return as_holds(m.async_lock_shared_until(*r.deadline, token));
+    if (r.try_once) return as_holds(m.async_try_acquire_shared(token));
+    if (r.who) return as_holds(m.async_acquire_shared(*r.who, token));
+    if (!r.deadline) return as_holds(m.async_acquire_shared(token));
+    return as_holds(m.async_acquire_shared_until(*r.deadline, token));
   }
-  if (r.try_once) return as_holds(m.async_try_lock(token));
-  if (r.who) return as_holds(m.async_lock(*r.who, token));
-  if (!r.deadline) return as_holds(m.async_lock(token));
-  return as_holds(m.async_lock_until(*r.deadline, token));
+  if (r.try_once) return as_holds(m.async_try_acquire(token));
+  if (r.who) return as_holds(m.async_acquire(*r.who, token));
+  if (!r.deadline) return as_holds(m.async_acquire(token));
+  return as_holds(m.async_acquire_until(*r.deadline, token));
 }
 
 awaitable<acquired> acquire(semaphore& m, const request& r, acquire_token token) {

@@ -110,12 +110,12 @@ TEST_CASE_FIXTURE(identities, "shared_mutex, semaphore, race_mutex: another iden
     {
       auto path = base + "/shared";
       shared_mutex m(alice, path), m_nobody(nobody, path);
-      auto reader = co_await m.async_lock_shared(use_awaitable);
+      auto reader = co_await m.async_acquire_shared(use_awaitable);
       lost_signal_log lost(io);
       lost.watch(reader);
       co_await shut_out(nobody, path, reader.node());
-      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock_shared(t); }) == zk_error::no_auth);
-      CHECK(co_await error_of([&](auto t) { return m_nobody.async_lock(t); }) == zk_error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return m_nobody.async_acquire_shared(t); }) == zk_error::no_auth);
+      CHECK(co_await error_of([&](auto t) { return m_nobody.async_acquire(t); }) == zk_error::no_auth);
       co_await released_untouched(alice, std::move(reader), lost);
     }
     {

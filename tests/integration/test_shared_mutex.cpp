@@ -62,8 +62,8 @@ TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
     asio::steady_timer hold(co_await asio::this_coro::executor);
     for (int i = 0; i < rounds; ++i) {
       lock held;
-      if (write) held = co_await m.async_lock(use_awaitable);
-      else held = co_await m.async_lock_shared(use_awaitable);
+      if (write) held = co_await m.async_acquire(use_awaitable);
+      else held = co_await m.async_acquire_shared(use_awaitable);
       seen.enter(write);
       if (write) write_tokens.push_back(held.fencing_token());
       hold.expires_after(1ms);  // held a while, so that readers meet
@@ -88,19 +88,19 @@ TEST_CASE("the queue W R R W R: the readers hold together, the writer waits for 
   shared_mutex ma(a, path), mb(b, path), mc(c, path);
   run(io, [&]() -> awaitable<void> {
     steps clock;
-    auto w1 = co_await ma.async_lock(use_awaitable);
+    auto w1 = co_await ma.async_acquire(use_awaitable);
     acquire_outcome r2(io), r3(io), w4(io), r5(io);
     int w4_granted = 0, r5_granted = 0;
-    mb.async_lock_shared(r2.handler());
+    mb.async_acquire_shared(r2.handler());
     REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
-    mc.async_lock_shared(r3.handler());
+    mc.async_acquire_shared(r3.handler());
     REQUIRE(co_await settles_at(a, path, 3, 10s, read_write));
-    mb.async_lock([&, h = w4.handler()](std::error_code ec, lock l) mutable {
+    mb.async_acquire([&, h = w4.handler()](std::error_code ec, lock l) mutable {
       w4_granted = clock.next();
       h(ec, std::move(l));
     });
     REQUIRE(co_await settles_at(a, path, 4, 10s, read_write));
-    mc.async_lock_shared([&, h = r5.handler()](std::error_code ec, lock l) mutable {
+    mc.async_acquire_shared([&, h = r5.handler()](std::error_code ec, lock l) mutable {
       r5_granted = clock.next();
       h(ec, std::move(l));
     });
@@ -146,15 +146,15 @@ TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock
   run(io, [&]() -> awaitable<void> {
     steps clock;
     owner me;
-    auto w = co_await ma.async_lock(me, use_awaitable);
+    auto w = co_await ma.async_acquire(me, use_awaitable);
     acquire_outcome w2(io);
     int w2_granted = 0;
-    mb.async_lock([&, h = w2.handler()](std::error_code ec, lock l) mutable {
+    mb.async_acquire([&, h = w2.handler()](std::error_code ec, lock l) mutable {
       w2_granted = clock.next();
       h(ec, std::move(l));
     });
     REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
-    auto r = co_await ma.async_lock_shared(me, use_awaitable);
+    auto r = co_await ma.async_acquire_shared(me, use_awaitable);
     CHECK(r.held());
     auto write_node = detail::parse_lock_node(w.node().substr(path.size() + 1));
     auto read_node = detail::parse_lock_node(r.node().substr(path.size() + 1));
@@ -188,11 +188,11 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "downgrade: a check cut off by a lo
   run(io, [&]() -> awaitable<void> {
     owner me;
     auto generation = co_await waiter_connected();
-    auto w = co_await m.async_lock(me, use_awaitable);
+    auto w = co_await m.async_acquire(me, use_awaitable);
     // The downgrade checks that its write node is still there after a sync:
     // that sync's reply is lost with the connection.
     proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_SYNC_OP);
-    auto [ec, r] = co_await m.async_lock_shared(me, as_tuple(use_awaitable));
+    auto [ec, r] = co_await m.async_acquire_shared(me, as_tuple(use_awaitable));
     CHECK(proxy.wait_cut(0ms));
     CHECK_FALSE(ec);
     CHECK(r.held());
@@ -211,10 +211,10 @@ TEST_CASE("reentry by owner: the same lock again shares its node; a reader askin
   shared_mutex m(s, path);
   run(io, [&]() -> awaitable<void> {
     owner reader, writer;
-    auto r1 = co_await m.async_lock_shared(reader, use_awaitable);
-    auto r2 = co_await m.async_lock_shared(reader, use_awaitable);
+    auto r1 = co_await m.async_acquire_shared(reader, use_awaitable);
+    auto r2 = co_await m.async_acquire_shared(reader, use_awaitable);
     CHECK(r1.node() == r2.node());
-    auto [ec, none] = co_await m.async_lock(reader, as_tuple(use_awaitable));
+    auto [ec, none] = co_await m.async_acquire(reader, as_tuple(use_awaitable));
     CHECK(ec == error::would_deadlock);
     CHECK(ec == condition::caller_fault);
     CHECK_FALSE(none.held());
@@ -222,8 +222,8 @@ TEST_CASE("reentry by owner: the same lock again shares its node; a reader askin
     co_await r1.async_release(use_awaitable);
     co_await r2.async_release(use_awaitable);
 
-    auto w1 = co_await m.async_lock(writer, use_awaitable);
-    auto w2 = co_await m.async_lock(writer, use_awaitable);
+    auto w1 = co_await m.async_acquire(writer, use_awaitable);
+    auto w2 = co_await m.async_acquire(writer, use_awaitable);
     CHECK(w1.node() == w2.node());
     co_await w2.async_release(use_awaitable);
     CHECK(w1.held());
@@ -238,20 +238,20 @@ TEST_CASE("try, timeouts and cancellation of both kinds leave no node; readers t
   auto path = unique_path("shared-mutex-cancel");
   shared_mutex ma(a, path), mb(b, path);
   run(io, [&]() -> awaitable<void> {
-    auto w = co_await ma.async_lock(use_awaitable);
+    auto w = co_await ma.async_acquire(use_awaitable);
     co_await b.async_connect(use_awaitable);  // a try is one look: not_connected while b connects
-    auto [busy_write, l1] = co_await mb.async_try_lock(as_tuple(use_awaitable));
+    auto [busy_write, l1] = co_await mb.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy_write == error::lock_busy);
-    auto [busy_read, l2] = co_await mb.async_try_lock_shared(as_tuple(use_awaitable));
+    auto [busy_read, l2] = co_await mb.async_try_acquire_shared(as_tuple(use_awaitable));
     CHECK(busy_read == error::lock_busy);
-    auto [late_read, l3] = co_await mb.async_lock_shared_for(200ms, as_tuple(use_awaitable));
+    auto [late_read, l3] = co_await mb.async_acquire_shared_for(200ms, as_tuple(use_awaitable));
     CHECK(late_read == error::lock_timeout);
-    auto [late_write, l4] = co_await mb.async_lock_for(200ms, as_tuple(use_awaitable));
+    auto [late_write, l4] = co_await mb.async_acquire_for(200ms, as_tuple(use_awaitable));
     CHECK(late_write == error::lock_timeout);
     for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
       asio::cancellation_signal cancel;
       acquire_outcome waiting(io);
-      mb.async_lock_shared(asio::bind_cancellation_slot(cancel.slot(), waiting.handler()));
+      mb.async_acquire_shared(asio::bind_cancellation_slot(cancel.slot(), waiting.handler()));
       REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
       cancel.emit(type);
       REQUIRE(co_await waiting.done.wait(5s));
@@ -261,10 +261,10 @@ TEST_CASE("try, timeouts and cancellation of both kinds leave no node; readers t
     co_await w.async_release(use_awaitable);
     CHECK(co_await settles_at(a, path, 0, 10s, read_write));
 
-    auto r1 = co_await ma.async_try_lock_shared(use_awaitable);
-    auto r2 = co_await mb.async_try_lock_shared(use_awaitable);
+    auto r1 = co_await ma.async_try_acquire_shared(use_awaitable);
+    auto r2 = co_await mb.async_try_acquire_shared(use_awaitable);
     CHECK((r1.held() && r2.held()));
-    auto [busy, l5] = co_await mb.async_try_lock(as_tuple(use_awaitable));
+    auto [busy, l5] = co_await mb.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy == error::lock_busy);
     co_await r1.async_release(use_awaitable);
     co_await r2.async_release(use_awaitable);
@@ -277,9 +277,9 @@ TEST_CASE_FIXTURE(proxied_server, "a reader's session expires: its lost signal f
   session direct(io, test_options(servers.hosts(), 10s));
   shared_mutex m_cut(cut_off, "/rw"), m_direct(direct, "/rw");
   run(io, [&]() -> awaitable<void> {
-    auto r = co_await m_cut.async_lock_shared(use_awaitable);
+    auto r = co_await m_cut.async_acquire_shared(use_awaitable);
     acquire_outcome w(io);
-    m_direct.async_lock(w.handler());
+    m_direct.async_acquire(w.handler());
     REQUIRE(co_await settles_at(direct, "/rw", 2, 10s, read_write));
     co_await holder_expires(*this, r, w);
     CHECK(co_await settles_at(direct, "/rw", 0, 10s, read_write));
@@ -291,12 +291,12 @@ TEST_CASE_FIXTURE(proxied_server, "a writer waiting between two readers expires:
   session direct(io, test_options(servers.hosts(), 10s)), other(io, test_options(servers.hosts(), 10s));
   shared_mutex m_cut(cut_off, "/rw"), m_direct(direct, "/rw"), m_other(other, "/rw");
   run(io, [&]() -> awaitable<void> {
-    auto r1 = co_await m_direct.async_lock_shared(use_awaitable);
+    auto r1 = co_await m_direct.async_acquire_shared(use_awaitable);
     co_await cut_off.async_connect(use_awaitable);
     acquire_outcome w2(io), r3(io);
-    m_cut.async_lock(w2.handler());
+    m_cut.async_acquire(w2.handler());
     REQUIRE(co_await settles_at(direct, "/rw", 2, 10s, read_write));
-    m_other.async_lock_shared(r3.handler());
+    m_other.async_acquire_shared(r3.handler());
     REQUIRE(co_await settles_at(direct, "/rw", 3, 10s, read_write));
     proxy.refuse_connections(true);
     proxy.drop_now();
@@ -320,9 +320,9 @@ TEST_CASE("a mutex and a shared_mutex on one path are two locks: neither waits f
   shared_mutex ra(a, path), rb(b, path);
   run(io, [&]() -> awaitable<void> {
     auto m1 = co_await plain.async_acquire(use_awaitable);
-    auto w2 = co_await ra.async_lock(use_awaitable);  // the mutex's node is no writer's predecessor
+    auto w2 = co_await ra.async_acquire(use_awaitable);  // the mutex's node is no writer's predecessor
     acquire_outcome w3(io);
-    rb.async_lock(w3.handler());
+    rb.async_acquire(w3.handler());
     REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
     co_await w2.async_release(use_awaitable);
     REQUIRE(co_await w3.done.wait(10s));  // its walk down the known nodes passes the mutex's by

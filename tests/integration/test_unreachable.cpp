@@ -103,7 +103,7 @@ TEST_CASE("unreachable is not busy: a deadline passed while disconnected says no
       auto [ec, held] = co_await m.async_acquire_for(500ms, as_tuple(use_awaitable));
       CHECK(ec == error::not_connected);  // before: lock_timeout, as for a lock held by another
       CHECK(ec != error::lock_timeout);
-      std::tie(ec, held) = co_await rw.async_lock_shared_for(300ms, as_tuple(use_awaitable));
+      std::tie(ec, held) = co_await rw.async_acquire_shared_for(300ms, as_tuple(use_awaitable));
       CHECK(ec == error::not_connected);
       std::tie(ec, held) = co_await leases.async_acquire_for(300ms, as_tuple(use_awaitable));
       CHECK(ec == error::not_connected);
@@ -158,9 +158,9 @@ TEST_CASE("a try while no server is connected fails at once with not_connected, 
     auto started = std::chrono::steady_clock::now();
     auto [ec, held] = co_await m.async_try_acquire(as_tuple(use_awaitable));
     CHECK(ec == error::not_connected);
-    std::tie(ec, held) = co_await rw.async_try_lock(as_tuple(use_awaitable));
+    std::tie(ec, held) = co_await rw.async_try_acquire(as_tuple(use_awaitable));
     CHECK(ec == error::not_connected);
-    std::tie(ec, held) = co_await rw.async_try_lock_shared(as_tuple(use_awaitable));
+    std::tie(ec, held) = co_await rw.async_try_acquire_shared(as_tuple(use_awaitable));
     CHECK(ec == error::not_connected);
     std::tie(ec, held) = co_await leases.async_try_acquire(as_tuple(use_awaitable));
     CHECK(ec == error::not_connected);

@@ -262,7 +262,7 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
   asio::io_context io;
   session s(io, test_options(hosts));
   shared_mutex rw(s, path);
-  auto reading = run(io, rw.async_lock_shared(asio::use_awaitable));
+  auto reading = run(io, rw.async_acquire_shared(asio::use_awaitable));
   CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--read", path, "--", "true"}) == 0);
   CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--write", path, "--", "true"}) == 124);
   CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--write", path, "--", "true"}) == 124);
@@ -278,11 +278,11 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
   CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 125);
   run(io, [&]() -> asio::awaitable<void> {
     co_await reading.async_release(asio::use_awaitable);
-    auto writing = co_await rw.async_lock(asio::use_awaitable);
+    auto writing = co_await rw.async_acquire(asio::use_awaitable);
     CHECK((co_await rw.async_contenders(asio::use_awaitable)).size() == 1);  // nothing left by the attempts
     co_await writing.async_release(asio::use_awaitable);
   }());
-  auto writing = run(io, rw.async_lock(asio::use_awaitable));
+  auto writing = run(io, rw.async_acquire(asio::use_awaitable));
   CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--read", path, "--", "true"}) == 124);
   run(io, writing.async_release(asio::use_awaitable));
   CHECK(await_no_lock_nodes(hosts, path));

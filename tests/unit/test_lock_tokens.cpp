@@ -49,8 +49,8 @@ void settle(asio::io_context& io) {
 static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::owner& me) {
   m.async_acquire(me);
   race.async_acquire(me);
-  rw.async_lock(me);
-  rw.async_lock_shared(me);
+  rw.async_acquire(me);
+  rw.async_acquire_shared(me);
 });
 
 // The with_* helpers and the default token in a coroutine of another
@@ -101,29 +101,25 @@ void every_operation(zkasio::session& s, zkasio::mutex& m, zkasio::race_mutex& r
   (void)s.async_wait_children_changed("/a", 0, token);
   (void)s.async_add_auth("digest", "a:b", token);
   (void)s.async_close(token);
-  (void)m.async_acquire(token);
-  (void)m.async_acquire(me, token);
-  (void)m.async_try_acquire(token);
-  (void)m.async_acquire_until(deadline, token);
-  (void)m.async_acquire_for(1s, token);
+  // The exclusive acquires, one vocabulary on every lock that has them.
+  auto exclusive_acquires = [&](auto& exclusive) {
+    (void)exclusive.async_acquire(token);
+    (void)exclusive.async_acquire(me, token);
+    (void)exclusive.async_try_acquire(token);
+    (void)exclusive.async_acquire_until(deadline, token);
+    (void)exclusive.async_acquire_for(1s, token);
+  };
+  exclusive_acquires(m);
   (void)m.async_contenders(token);
   (void)m.async_revoke("/a/b", token);
-  (void)race.async_acquire(token);
-  (void)race.async_acquire(me, token);
-  (void)race.async_try_acquire(token);
-  (void)race.async_acquire_until(deadline, token);
-  (void)race.async_acquire_for(1s, token);
+  exclusive_acquires(race);
   (void)race.async_holder(token);
-  (void)rw.async_lock(token);
-  (void)rw.async_lock(me, token);
-  (void)rw.async_try_lock(token);
-  (void)rw.async_lock_until(deadline, token);
-  (void)rw.async_lock_for(1s, token);
-  (void)rw.async_lock_shared(token);
-  (void)rw.async_lock_shared(me, token);
-  (void)rw.async_try_lock_shared(token);
-  (void)rw.async_lock_shared_until(deadline, token);
-  (void)rw.async_lock_shared_for(1s, token);
+  exclusive_acquires(rw);
+  (void)rw.async_acquire_shared(token);
+  (void)rw.async_acquire_shared(me, token);
+  (void)rw.async_try_acquire_shared(token);
+  (void)rw.async_acquire_shared_until(deadline, token);
+  (void)rw.async_acquire_shared_for(1s, token);
   (void)sem.async_acquire(token);
   (void)sem.async_try_acquire(token);
   (void)sem.async_acquire_until(deadline, token);

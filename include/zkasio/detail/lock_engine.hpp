@@ -263,38 +263,39 @@ class lock_object : public engine_handle {
   using engine_handle::engine_handle;
 };
 
-// The acquire operations of the exclusive locks (mutex, race_mutex), on the
-// engine `Derived::state_` (Derived befriends this).
-template <class Derived>
+// The acquire operations of the exclusive locks (mutex, race_mutex, and
+// shared_mutex's write lock: nodes of `Kind`), on the engine
+// `Derived::state_` (Derived befriends this).
+template <class Derived, node_kind Kind = node_kind::lock>
 class exclusive_acquire {
  public:
   // Waits for the lock. void(error_code, lock)
   template <class Token = default_token>
     requires detail::token_not<Token, owner>  // an owner is the other overload's
   auto async_acquire(Token&& token = {}) {
-    return detail::async_acquire(engine(), {}, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.kind = Kind}, std::forward<Token>(token));
   }
   // Reentrant by owner (see lock.hpp's owner).
   template <class Token = default_token>
   auto async_acquire(const owner& who, Token&& token = {}) {
-    return detail::async_acquire(engine(), {.who = who}, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.kind = Kind, .who = who}, std::forward<Token>(token));
   }
   // Takes the lock only if it is free at once (mutex: nobody holds it or
   // waits before us): fails with lock_busy otherwise, leaving no node behind.
   template <class Token = default_token>
   auto async_try_acquire(Token&& token = {}) {
-    return detail::async_acquire(engine(), {.try_once = true}, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.kind = Kind, .try_once = true}, std::forward<Token>(token));
   }
   // Waits until `deadline` at most (connecting included): then lock_timeout,
   // and the node is deleted.
   template <class Token = default_token>
   auto async_acquire_until(std::chrono::steady_clock::time_point deadline, Token&& token = {}) {
-    return detail::async_acquire(engine(), {.deadline = deadline}, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.kind = Kind, .deadline = deadline}, std::forward<Token>(token));
   }
   // The same, `timeout` from when the operation starts.
   template <class Token = default_token>
   auto async_acquire_for(std::chrono::steady_clock::duration timeout, Token&& token = {}) {
-    return detail::async_acquire(engine(), {.timeout = timeout}, std::forward<Token>(token));
+    return detail::async_acquire(engine(), {.kind = Kind, .timeout = timeout}, std::forward<Token>(token));
   }
 
  private:
