@@ -211,7 +211,12 @@ struct engine_state {
 
   // A contender's node by its name under the path; "": the race recipes'
   // node, which is the path itself.
-  std::string full(std::string_view name) const { return name.empty() ? path : path + "/" + std::string(name); }
+  std::string full(std::string_view name) const {
+    if (name.empty()) return path;
+    std::string node;  // (one allocation: this is on every request's way)
+    node.reserve(path.size() + 1 + name.size());
+    return node.append(path).append(1, '/').append(name);
+  }
   session_ref session_in(std::uint64_t generation) const {
     return {core, generation};
   }
