@@ -665,3 +665,89 @@ TEST_CASE_FIXTURE(proxied_server, "the race mutex: an attempt that reads its rep
   s.async_close(asio::use_future).get();
   holder.async_close(asio::use_future).get();
 }
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "async_leader cancelled (total) while its read's reply is held: operation_aborted at once; the late reply changes nothing, the next look answers right") {
+  for (auto mode : both_modes) {
+    auto mode_name = name_of(mode);
+    CAPTURE(mode_name);
+    auto path = unique_path("leader-total-" + mode_name);
+    election campaigning(holder, path, mode), observing(s, path, mode);
+    run(io, [&]() -> awaitable<void> {
+      auto leading = co_await campaigning.async_campaign("alpha", use_awaitable);
+      auto generation = co_await waiter_connected();
+      proxy.hold_replies();
+      auto sent = proxy.requests_forwarded();
+      cancellable<std::optional<leader>> looked(io);
+      observing.async_leader(looked.handler());
+      // Its read reached the server; its reply stays in the proxy.
+      REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > 0; }));
+      looked.cancel.emit(asio::cancellation_type::total);
+      bool prompt = co_await looked.done.wait(2s);
+      proxy.pass();
+      REQUIRE(prompt);
+      CHECK(*looked.ec == asio::error::operation_aborted);
+      auto who = co_await observing.async_leader(use_awaitable);
+      REQUIRE(who);
+      CHECK(who->node == leading.node());
+      CHECK(who->data == "alpha");
+      CHECK(who->fencing_token == leading.fencing_token());
+      CHECK(s.generation() == generation);
+      co_await leading.async_resign(use_awaitable);
+      CHECK(!(co_await observing.async_leader(use_awaitable)));
+      CHECK(co_await settles(holder, path, mode, 0));
+    }());
+  }
+}
+
+TEST_CASE("async_leader_changed: a leader other than last_seen completes it at once with that leader; cancelled (total or partial) right after its launch, one that must wait completes with operation_aborted, and the next wait sees the next change") {
+  for (auto mode : both_modes) {
+    auto mode_name = name_of(mode);
+    CAPTURE(mode_name);
+    two_candidates t("leader-changed-cancel", mode);
+    auto& [io, a, b, path, ea, eb] = t;
+    run(io, [&]() -> awaitable<void> {
+      auto first = co_await ea.async_campaign("alpha", use_awaitable);
+      auto seen = co_await eb.async_leader(use_awaitable);
+      REQUIRE(seen);
+      co_await first.async_resign(use_awaitable);
+      auto second = co_await eb.async_campaign("beta", use_awaitable);
+      // The leader differs from last_seen: at once (nothing changes after
+      // this launch, so a wait for a change would end only at the bound).
+      cancellable<std::optional<leader>> at_once(io);
+      std::optional<leader> now;
+      ea.async_leader_changed(seen, asio::bind_cancellation_slot(at_once.cancel.slot(),
+                                                                 [&](std::error_code ec, std::optional<leader> who) {
+                                                                   at_once.ec = ec;
+                                                                   now = std::move(who);
+                                                                   at_once.done.count();
+                                                                 }));
+      REQUIRE(co_await at_once.done.wait(5s));
+      CHECK_FALSE(*at_once.ec);
+      REQUIRE(now);
+      CHECK(now->node == second.node());
+      CHECK(now->data == "beta");
+      CHECK(now->fencing_token == second.fencing_token());
+      // The leader is last_seen: it must wait; cancelled right after its launch.
+      for (auto type : {asio::cancellation_type::total, asio::cancellation_type::partial}) {
+        cancellable<std::optional<leader>> waiting(io);
+        ea.async_leader_changed(now, waiting.handler());
+        waiting.cancel.emit(type);
+        REQUIRE(co_await waiting.done.wait(2s));
+        CHECK(*waiting.ec == asio::error::operation_aborted);
+      }
+      // The election goes on: the next wait sees the resignation.
+      std::optional<std::optional<leader>> after;
+      test_event changed(io.get_executor());
+      ea.async_leader_changed(now, [&](std::error_code ec, std::optional<leader> who) {
+        CHECK_FALSE(ec);
+        after = std::move(who);
+        changed.count();
+      });
+      co_await second.async_resign(use_awaitable);
+      REQUIRE(co_await changed.wait(10s));
+      CHECK_FALSE(*after);
+      CHECK(co_await settles(a, path, mode, 0));
+    }());
+  }
+}

@@ -1,6 +1,7 @@
 // zkasio::mutex against a real server: exclusion, order, no herd,
 // cancellation leaving nothing behind, reentrancy, lost locks.
 #include <doctest/doctest.h>
+#include <zookeeper/proto.h>
 
 #include <algorithm>
 #include <asio/bind_cancellation_slot.hpp>
@@ -831,5 +832,101 @@ TEST_CASE("a waiter in the middle whose session expires: the queue still drains 
     CHECK(co_await last_done.wait(10s));
     REQUIRE(last_result.has_value());
     CHECK(!*last_result);
+  }());
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "async_contenders cancelled (total) while its read's reply is held: operation_aborted at once; the late reply changes nothing, the next listing answers right") {
+  auto path = unique_path("contenders-total");
+  mutex held_mutex(holder, path), listing(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await held_mutex.async_acquire(use_awaitable);
+    auto generation = co_await waiter_connected();
+    proxy.hold_replies();
+    auto sent = proxy.requests_forwarded();
+    cancellable<std::vector<contender>> listed(io);
+    listing.async_contenders(listed.handler());
+    // Its read reached the server; its reply stays in the proxy.
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > 0; }));
+    listed.cancel.emit(asio::cancellation_type::total);
+    bool prompt = co_await listed.done.wait(2s);
+    proxy.pass();
+    REQUIRE(prompt);
+    CHECK(*listed.ec == asio::error::operation_aborted);
+    auto queue = co_await listing.async_contenders(use_awaitable);
+    REQUIRE(queue.size() == 1);
+    CHECK(queue[0].node == held.node());
+    CHECK(s.generation() == generation);
+    co_await held.async_release(use_awaitable);
+    CHECK((co_await listing.async_contenders(use_awaitable)).empty());
+    CHECK(co_await settles_at(holder, path, 0));
+  }());
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "a revocation cancelled after its write was sent: operation_aborted at once; the write goes on, the holder is told; nothing left after its release") {
+  auto path = unique_path("revoke-cancelled");
+  mutex held_mutex(holder, path), revoking(s, path);
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await held_mutex.async_acquire(use_awaitable);
+    test_event lost(io.get_executor());
+    std::error_code lost_ec;
+    held.async_wait_lost([&](std::error_code ec) {
+      lost_ec = ec;
+      lost.count();
+    });
+    co_await waiter_connected();
+    proxy.hold_replies();
+    auto sent = proxy.requests_forwarded(ZOO_SETDATA_OP);
+    cancellable<> revoked(io);
+    revoking.async_revoke(held.node(), revoked.handler());
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_SETDATA_OP) > sent; }));
+    revoked.cancel.emit(asio::cancellation_type::terminal);
+    bool prompt = co_await revoked.done.wait(2s);
+    proxy.pass();
+    REQUIRE(prompt);
+    CHECK(*revoked.ec == asio::error::operation_aborted);
+    // The revocation was written: the holder's lost signal fires.
+    REQUIRE(co_await lost.wait(10s));
+    CHECK_FALSE(lost_ec);
+    CHECK(held.lost());
+    CHECK((co_await holder.async_get_data(held.node(), use_awaitable)).data == "__REVOKE__");
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK(released == error::lock_lost);
+    CHECK(co_await settles_at(holder, path, 0));
+    CHECK((co_await revoking.async_contenders(use_awaitable)).empty());
+  }());
+}
+
+TEST_CASE_FIXTURE(proxied_server,
+                  "a guarded multi cancelled while in flight: operation_aborted at once; its writes, sent, are applied; the lock still releases") {
+  session s(io, test_options(proxy.address(), 10s));
+  session direct(io, test_options(servers.hosts(), 10s));
+  mutex m(s, "/guarded");
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire(use_awaitable);
+    proxy.hold_replies();
+    auto sent = proxy.requests_forwarded(ZOO_MULTI_OP);
+    cancellable<std::vector<op_result>> written(io);
+    std::vector<multi_op> write{op::create{"/guarded-state", "1"}};
+    held.async_guarded_multi(std::move(write), written.handler());
+    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_MULTI_OP) > sent; }));
+    written.cancel.emit(asio::cancellation_type::terminal);
+    bool prompt = co_await written.done.wait(2s);
+    proxy.pass();
+    REQUIRE(prompt);
+    CHECK(*written.ec == asio::error::operation_aborted);
+    // The multi, sent, went on.
+    CHECK(co_await eventually_async([&]() -> awaitable<bool> {
+      auto [ec, st] = co_await direct.async_exists("/guarded-state", as_tuple(use_awaitable));
+      co_return !ec && st.has_value();
+    }));
+    CHECK((co_await direct.async_get_data("/guarded-state", use_awaitable)).data == "1");
+    CHECK(held.held());
+    CHECK_FALSE(held.lost());
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK_FALSE(released);
+    CHECK(co_await settles_at(direct, "/guarded", 0));
+    co_await direct.async_remove("/guarded-state", use_awaitable);
   }());
 }

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
@@ -14,6 +16,7 @@
 #include <asio/co_spawn.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zkasio/mutex.hpp>
@@ -146,6 +149,22 @@ inline asio::awaitable<void> holder_expires(proxied_server& f, lock& held, acqui
   CHECK(ec == error::lock_lost);
   co_await waiter.held.async_release(asio::use_awaitable);
 }
+
+// The outcome of an operation started with a callback bound to a
+// cancellation signal of the test's.
+template <class... Values>
+struct cancellable {
+  explicit cancellable(asio::io_context& io) : done(io.get_executor()) {}
+  asio::cancellation_signal cancel;
+  std::optional<std::error_code> ec;
+  test_event done;
+  auto handler() {
+    return asio::bind_cancellation_slot(cancel.slot(), [this](std::error_code e, Values...) {
+      ec = e;
+      done.count();
+    });
+  }
+};
 
 // Awaits `holds()` (an asio::awaitable<bool>, asked again every 5 ms) until
 // it is true; false when `limit` passed first.
