@@ -751,3 +751,55 @@ TEST_CASE("async_leader_changed: a leader other than last_seen completes it at o
     }());
   }
 }
+
+TEST_CASE("an election's observer hears each campaign: acquiring, then granted or failed; resigned: released; deleted by an operator: lost, then released") {
+  for (auto mode : both_modes) {
+    auto mode_name = name_of(mode);
+    CAPTURE(mode_name);
+    asio::io_context io;
+    session s(io, test_options(shared_hosts())), other(io, test_options(shared_hosts()));
+    auto path = unique_path("election-observer-" + mode_name);
+    observer_log log;
+    election e(s, path, mode, {.observer = log.observer()});
+    log.strand = e.get_executor();
+    election rival(other, path, mode);
+    run(io, [&]() -> awaitable<void> {
+      auto first = co_await e.async_campaign("alpha", use_awaitable);
+      auto first_node = first.node();
+      asio::steady_timer pause(io, 20ms);
+      co_await pause.async_wait(use_awaitable);
+      co_await first.async_resign(use_awaitable);
+      // Another leads: a campaign with a timeout fails.
+      auto theirs = co_await rival.async_campaign("rival", use_awaitable);
+      auto [late, none] = co_await e.async_campaign_for("beta", 50ms, as_tuple(use_awaitable));
+      CHECK(late == error::lock_timeout);
+      co_await theirs.async_resign(use_awaitable);
+      // Leading again; an operator deletes the node.
+      auto second = co_await e.async_campaign("gamma", use_awaitable);
+      auto second_node = second.node();
+      test_event lost(io.get_executor());
+      second.async_wait_lost([&](std::error_code ec) {
+        if (!ec) lost.count();
+      });
+      co_await other.async_remove(second_node, use_awaitable);
+      REQUIRE(co_await lost.wait(10s));
+      auto [resigned] = co_await second.async_resign(as_tuple(use_awaitable));
+      CHECK(resigned == error::lock_lost);
+      CHECK(co_await settles(s, path, mode, 0));
+      auto& heard = log.events;
+      REQUIRE(log.sequence() == "acquiring granted released acquiring failed acquiring granted lost released");
+      for (auto& event : heard) CHECK(event.path == path);
+      CHECK(heard[1].node == first_node);
+      CHECK(heard[2].node == first_node);
+      CHECK(heard[2].took >= 20ms);  // held since granted
+      CHECK(heard[4].error == error::lock_timeout);
+      CHECK(heard[4].took >= 50ms);
+      CHECK(heard[4].node.empty());
+      CHECK(heard[6].node == second_node);
+      CHECK(heard[7].node == second_node);
+      CHECK(heard[8].node == second_node);
+      CHECK(heard[8].took >= heard[7].took);
+    }());
+    CHECK(log.on_strand);
+  }
+}

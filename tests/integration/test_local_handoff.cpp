@@ -605,3 +605,43 @@ TEST_CASE("local handoff: bad options say what is wrong") {
   CHECK(message_of([&] { mutex m(s, "/m", handing_over(1, -1ms)); }).find("max_time is negative") !=
         std::string::npos);
 }
+
+TEST_CASE("local handoff: the observer hears each contender's acquiring, granted and released, the lock handed over under one node") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  auto path = unique_path("local-observer");
+  observer_log log;
+  auto options = handing_over();
+  options.observer = log.observer();
+  mutex m(s, path, std::move(options));
+  log.strand = m.get_executor();
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await m.async_acquire(use_awaitable);
+    auto node = first.node();
+    auto czxid = first.fencing_token();
+    auto waiting = start_acquires(io, m, 1);
+    auto& next = *waiting.front();
+    // The waiter has started (it waits in this process: no node of its own).
+    REQUIRE(co_await eventually([&] { return log.events.size() == 3; }));
+    CHECK((co_await lock_nodes(s, path)).size() == 1);
+    asio::steady_timer pause(io, 20ms);
+    co_await pause.async_wait(use_awaitable);
+    co_await first.async_release(use_awaitable);
+    REQUIRE(co_await granted(next));
+    CHECK(next.held.node() == node);
+    CHECK(next.held.fence() == lock::fence_token{czxid, 1});
+    co_await next.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(s, path, 0));
+    auto& heard = log.events;
+    REQUIRE(log.sequence() == "acquiring granted acquiring released granted released");
+    for (auto& event : heard) CHECK(event.path == path);
+    CHECK(heard[1].node == node);
+    CHECK(heard[3].node == node);  // the first's grant, held at least the pause
+    CHECK(heard[3].took >= 20ms);
+    CHECK(heard[4].node == node);  // the next's, handed over in memory: the same node
+    CHECK(heard[4].took >= 20ms);  // it waited since its acquiring, the pause included
+    CHECK_FALSE(heard[4].error);
+    CHECK(heard[5].node == node);
+  }());
+  CHECK(log.on_strand);
+}

@@ -407,3 +407,67 @@ TEST_CASE("a cancellation that comes before the operation has run: operation_abo
     CHECK(co_await nothing_left(s, path));
   }());
 }
+
+// lock_event's path: "a semaphore's: its mutex's, "<path>/locks", and its
+// leases'". Each acquire takes the mutex (acquiring, then granted or failed,
+// released once the leases are made and there is room); each lease's grant
+// ends as every grant does (lost, released). (What it hears of the lease's
+// own acquire, if anything, is not documented: not checked here.)
+TEST_CASE("a semaphore's observer hears its mutex's acquires and grants, and each lease's loss and release, on its strand") {
+  asio::io_context io;
+  session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
+  auto path = unique_path("semaphore-observer");
+  observer_log log;
+  semaphore sem(a, path, 1, {.observer = log.observer()});
+  log.strand = sem.get_executor();
+  semaphore rival(b, path, 1);
+  run(io, [&]() -> awaitable<void> {
+    auto first = co_await sem.async_acquire(use_awaitable);
+    auto first_node = first.node();
+    co_await first.async_release(use_awaitable);
+    CHECK(co_await nothing_left(a, path));
+    // No room: the acquire takes the mutex, then times out waiting for room.
+    auto theirs = co_await rival.async_acquire(use_awaitable);
+    auto [late, none] = co_await sem.async_acquire_for(100ms, as_tuple(use_awaitable));
+    CHECK(late == error::lock_timeout);
+    co_await theirs.async_release(use_awaitable);
+    CHECK(co_await nothing_left(a, path));
+    // A lease whose node an operator deletes.
+    auto second = co_await sem.async_acquire(use_awaitable);
+    auto second_node = second.node();
+    test_event lost(io.get_executor());
+    second.async_wait_lost([&](std::error_code ec) {
+      if (!ec) lost.count();
+    });
+    co_await b.async_remove(second_node, use_awaitable);
+    REQUIRE(co_await lost.wait(10s));
+    auto [released] = co_await second.async_release(as_tuple(use_awaitable));
+    CHECK(released == error::lock_lost);
+    CHECK(co_await nothing_left(a, path));
+
+    observer_log mutex_log, lease_log;
+    for (auto& e : log.events) {
+      CAPTURE(e.path);
+      CHECK((e.path == path + "/locks" || e.path == path + "/leases"));
+      (e.path == path + "/locks" ? mutex_log : lease_log).events.push_back(e);
+    }
+    // The mutex: per acquire, acquiring then granted; per grant, released
+    // (the timed out acquire's too: it was granted the mutex).
+    CHECK(mutex_log.sequence() == "acquiring granted released acquiring granted released acquiring granted released");
+    for (std::size_t i = 1; i + 1 < mutex_log.events.size(); i += 3) {
+      CAPTURE(i);
+      CHECK(mutex_log.events[i].node.starts_with(path + "/locks/"));
+      CHECK(mutex_log.events[i + 1].node == mutex_log.events[i].node);
+    }
+    // The leases: each grant's end, with its node.
+    observer_log lease_ends;
+    for (auto& e : lease_log.events)
+      if (e.what == lock_event::kind::lost || e.what == lock_event::kind::released) lease_ends.events.push_back(e);
+    REQUIRE(lease_ends.sequence() == "released lost released");
+    CHECK(lease_ends.events[0].node == first_node);
+    CHECK(lease_ends.events[1].node == second_node);
+    CHECK(lease_ends.events[2].node == second_node);
+    CHECK(lease_ends.events[2].took >= lease_ends.events[1].took);
+  }());
+  CHECK(log.on_strand);
+}

@@ -11,10 +11,12 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -163,6 +165,37 @@ struct cancellable {
       ec = e;
       done.count();
     });
+  }
+};
+
+// What a lock object's observer (lock_options::observer) heard, in order:
+// give observer() to the options, then `strand` the lock object's executor
+// once it is made; on_strand stays true while every event came on it.
+struct observer_log {
+  struct heard {
+    lock_event::kind what;
+    std::string path;
+    std::string node;
+    std::chrono::steady_clock::duration took;
+    std::error_code error;
+  };
+  std::vector<heard> events;
+  std::optional<asio::any_io_executor> strand;
+  bool on_strand = true;
+
+  std::function<void(const lock_event&)> observer() {
+    return [this](const lock_event& e) {
+      auto* target = strand ? strand->target<asio::strand<asio::io_context::executor_type>>() : nullptr;
+      on_strand = on_strand && target && target->running_in_this_thread();
+      events.push_back({e.what, std::string(e.path), std::string(e.node), e.took, e.error});
+    };
+  }
+  // The kinds heard, as "acquiring granted released".
+  std::string sequence() const {
+    static constexpr const char* names[] = {"acquiring", "granted", "failed", "lost", "released"};
+    std::string result;
+    for (auto& e : events) result += (result.empty() ? "" : " ") + std::string(names[static_cast<int>(e.what)]);
+    return result;
   }
 };
 
