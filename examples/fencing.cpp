@@ -84,12 +84,12 @@ awaitable<int> write_under_lock(zkasio::session& zk, const client_options& o) {
   asio::signal_set continued(executor);
   if (o.on_sigcont) continued.add(SIGCONT);
   auto held = co_await m.async_acquire_for(std::chrono::seconds(30));
-  std::cout << "granted " << held.fencing_token() << std::endl;
+  std::cout << "granted " << held.fencing_token().czxid << std::endl;
   if (o.on_sigcont) co_await continued.async_wait(asio::use_awaitable);
   // Deliberately no look at held.lost(): the storage must not depend on it.
   tcp::socket storage(executor);
   co_await storage.async_connect({asio::ip::make_address("127.0.0.1"), o.storage}, asio::use_awaitable);
-  auto request = "WRITE " + std::to_string(held.fencing_token()) + " hello\n";
+  auto request = "WRITE " + std::to_string(held.fencing_token().czxid) + " hello\n";
   co_await asio::async_write(storage, asio::buffer(request), asio::use_awaitable);
   std::string reply;
   auto n = co_await asio::async_read_until(storage, asio::dynamic_buffer(reply), '\n', asio::use_awaitable);

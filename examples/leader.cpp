@@ -53,8 +53,8 @@ awaitable<void> campaign(zkasio::election& e, std::string job_file, const bool& 
   while (!stopping) {
     try {
       co_await zkasio::with_leadership(e, me(), [&](const zkasio::lock& leading) -> awaitable<void> {
-        std::cout << me() << " leads (fencing token " << leading.fencing_token() << ")" << std::endl;
-        co_await run_job(job_file, leading.fencing_token());
+        std::cout << me() << " leads (fencing token " << leading.fencing_token().czxid << ")" << std::endl;
+        co_await run_job(job_file, leading.fencing_token().czxid);  // (no local handoff here)
       });
     } catch (const std::system_error& x) {
       if (x.code() == asio::error::operation_aborted || stopping) throw;

@@ -71,7 +71,7 @@ awaitable<void> take_turns(zkasio::session& s, std::string path, std::string nam
     else held = co_await rw.async_acquire(use_awaitable);
     std::cout << name << " holds the lock (round " << i << ", node "
               << (held.node() == path ? held.node() : held.node().substr(path.size() + 1)) << ", fencing token "
-              << held.fencing_token() << ")" << std::endl;
+              << held.fencing_token().czxid << "." << held.fencing_token().local << ")" << std::endl;
     // Shared holds long enough for holders of other processes to overlap.
     bool shared = lease || mode == "read";
     co_await hold_and_release(std::move(held), who, log, std::chrono::milliseconds(shared ? 20 : 2));

@@ -104,7 +104,7 @@ class accounts {
   awaitable<std::string> add(const std::string& account, long long amount) {
     zkasio::mutex m(zk_, root_ + "/locks/" + account);
     auto held = co_await m.async_acquire_for(30s);
-    auto token = held.fencing_token();
+    auto token = held.fencing_token().czxid;  // (no local handoff here)
     for (;;) {
       auto before = co_await read(account);
       auto after = before.amount + amount;

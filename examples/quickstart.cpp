@@ -10,7 +10,7 @@ asio::awaitable<void> lock_and_work(zkasio::session& zk) {
   // Suspends on ZooKeeper's watch (no thread blocks); the deadline counts
   // connecting too, so an unreachable server is an error, not a hang.
   auto held = co_await m.async_acquire_for(std::chrono::seconds(10));
-  std::cout << "holding " << held.node() << ", fencing token " << held.fencing_token() << std::endl;
+  std::cout << "holding " << held.node() << ", fencing token " << held.fencing_token().czxid << std::endl;
   co_await held.async_release();
 }
 

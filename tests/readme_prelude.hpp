@@ -22,10 +22,10 @@ inline std::string readme_hosts() {
 }
 
 asio::awaitable<void> work();
-asio::awaitable<void> write_somewhere(std::int64_t fencing_token);
-asio::awaitable<void> read_catalog(std::int64_t fencing_token);
+asio::awaitable<void> write_somewhere(zkasio::fence_token fencing_token);
+asio::awaitable<void> read_catalog(zkasio::fence_token fencing_token);
 asio::awaitable<void> rewrite_catalog();
 asio::awaitable<void> run_transcoder();
-asio::awaitable<void> run_job(std::int64_t fencing_token);
-asio::awaitable<void> refresh_cache(std::int64_t fencing_token);
-asio::awaitable<void> update_balance(const std::string& account, long amount, std::int64_t fencing_token);
+asio::awaitable<void> run_job(zkasio::fence_token fencing_token);
+asio::awaitable<void> refresh_cache(zkasio::fence_token fencing_token);
+asio::awaitable<void> update_balance(const std::string& account, long amount, zkasio::fence_token fencing_token);

@@ -452,9 +452,9 @@ class runner {
       std::cerr << "zklock: cannot acquire " << o_.path << ": " << ec.message() << '\n';
       co_return failure_status;
     }
-    say("granted " + held.node() + " (fencing token " + std::to_string(held.fencing_token()) + ")");
+    say("granted " + held.node() + " (fencing token " + std::to_string(held.fencing_token().czxid) + ")");
     // For the command to pass to what it writes (see the README's fencing).
-    setenv("ZKLOCK_FENCING_TOKEN", std::to_string(held.fencing_token()).c_str(), 1);
+    setenv("ZKLOCK_FENCING_TOKEN", std::to_string(held.fencing_token().czxid).c_str(), 1);
 
     int status = co_await run_command(io, s, held, signals);
     co_await release(io, held);

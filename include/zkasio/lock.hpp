@@ -120,7 +120,7 @@ struct lock_options {
   // from one to the next in memory, with no ZooKeeper write, within the bound
   // (see local_handoff_bound and the README). Its contenders wait in this
   // process behind the one whose node is in the queue; each grant is a lock
-  // of its own: its lost signal, its fence (lock::fence), reentrancy by owner.
+  // of its own: its lost signal, its fencing token (lock::fencing_token), reentrancy by owner.
   std::optional<local_handoff_bound> local_handoff = std::nullopt;
   // Called with each lock_event of this lock object, on its strand: keep it
   // short (it runs on the lock's path). An exception it throws is dropped.
@@ -136,12 +136,24 @@ struct contender {
   bool shared = false;  // a reader of a shared_mutex
 };
 
+// A grant's fencing token: the czxid of its lock node (which increases with
+// every node granted on the lock, and survives re-creation of the parent),
+// and the number of in-process handoffs on that node before the grant (always
+// 0 without lock_options::local_handoff). Compared as a pair, it increases
+// with every grant but reentrant ones, which share their holder's. Pass both
+// to what the lock protects (czxid alone where local handoff is off).
+struct fence_token {
+  std::int64_t czxid = 0;
+  std::uint64_t local = 0;
+  friend auto operator<=>(const fence_token&, const fence_token&) = default;
+};
+
 // Who holds a recipe's one place (an election's leader, a race_mutex's
 // holder), as an observer sees it.
 struct leader {
   std::string node;  // the leader's node (full path)
   std::string data;  // what the leader wrote into it (election: its campaign's data)
-  std::int64_t fencing_token = 0;  // the node's czxid: a new leader, a greater token
+  fence_token fencing_token;  // its node's: a new leader, a greater token
   friend bool operator==(const leader&, const leader&) = default;
 };
 
@@ -202,25 +214,11 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   explicit operator bool() const noexcept { return held(); }
   // The lock node's path.
   const std::string& node() const;
-  // The czxid of the lock node: increases with every node granted on this
-  // lock, and survives re-creation of the parent. Pass it to what the lock
-  // protects. (Reentrant grants share their node's; so do the grants of a
-  // local handoff run: with lock_options::local_handoff, pass fence(). A
-  // downgraded read lock, taken by a write holder, has its write lock's:
-  // its own node is newer than those of writers queued behind the write
-  // lock, which are granted after it.)
-  std::int64_t fencing_token() const;
-  // The fencing token with the in-process handoff's count: (czxid, the
-  // number of local handoffs on that node before this grant). Compared as a
-  // pair, it increases with every grant, local or not, but for reentrant
-  // grants, which share their holder's (without local_handoff, `local` is
-  // always 0).
-  struct fence_token {
-    std::int64_t czxid = 0;
-    std::uint64_t local = 0;
-    friend auto operator<=>(const fence_token&, const fence_token&) = default;
-  };
-  fence_token fence() const;
+  // Its fencing token (see fence_token). Reentrant grants share their
+  // node's; a downgraded read lock, taken by a write holder, has its write
+  // lock's (its own node is newer than those of writers queued behind the
+  // write lock, which are granted after it). {0, 0} for an empty lock.
+  fence_token fencing_token() const;
   // True once the lock may be lost (see lost_slot).
   bool lost() const noexcept;
 

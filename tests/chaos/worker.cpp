@@ -332,7 +332,7 @@ struct worker {
   // `asked`: when its acquire was asked for (see hold_record::asked).
   hold_record hold_of(int which, const std::vector<lock>& held, bool reader, ns asked) const {
     auto& plan = plain[which]->plan();
-    auto fence = held.front().fence();
+    auto fence = held.front().fencing_token();
     return {o.index,       which,       now(), 0,     fence.czxid, false, plan.kind, reader, static_cast<int>(held.size()),
             plan.capacity, fence.local, false, asked};
   }

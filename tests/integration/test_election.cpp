@@ -116,7 +116,7 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
       auto leads = co_await e.async_campaign(data, use_awaitable);
       most = std::max(most, ++leading);
       led.push_back(leads.node());
-      tokens.push_back(leads.fencing_token());
+      tokens.push_back(leads.fencing_token().czxid);
       auto who = co_await e.async_leader(use_awaitable);
       CHECK((who && who->node == leads.node() && who->data == data));
       co_await eventually([&] { return observed.count(leads.node() + "|" + data) > 0; }, 10s);
@@ -345,7 +345,7 @@ TEST_CASE("resignation, cancellation, timeouts and destruction leave no node; wi
         auto who = co_await ea.async_leader(use_awaitable);
         REQUIRE(who);
         CHECK(who->data == "body");
-        co_return who->fencing_token;
+        co_return who->fencing_token.czxid;
       });
       CHECK(token > 0);
       CHECK(co_await settles(a, path, mode, 0));
@@ -399,8 +399,8 @@ TEST_CASE("the race mutex never has two holders: 100 coroutines over 8 sessions"
         ++grants;
         auto who = co_await m.async_holder(use_awaitable);
         CHECK(who);
-        tokens_grow = tokens_grow && who && who->fencing_token > last_token;
-        if (who) last_token = who->fencing_token;
+        tokens_grow = tokens_grow && who && who->fencing_token.czxid > last_token;
+        if (who) last_token = who->fencing_token.czxid;
         --holding;
       });
     }

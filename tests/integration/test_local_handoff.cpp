@@ -31,8 +31,8 @@ using asio::use_awaitable;
 using asio::experimental::as_tuple;
 
 template <>
-struct doctest::StringMaker<zkasio::lock::fence_token> {
-  static doctest::String convert(const zkasio::lock::fence_token& f) {
+struct doctest::StringMaker<zkasio::fence_token> {
+  static doctest::String convert(const zkasio::fence_token& f) {
     return ("(" + std::to_string(f.czxid) + ", " + std::to_string(f.local) + ")").c_str();
   }
 };
@@ -87,10 +87,10 @@ awaitable<void> expire(proxied_server& f, session& observer, lock& held) {
 // run goes on under that node, `next` handed the lock in memory; then
 // nothing is left under `path`.
 awaitable<void> goes_on_under(session& s, std::string path, acquire_outcome& leader, acquire_outcome& next) {
-  auto czxid = leader.held.fencing_token();
+  auto czxid = leader.held.fencing_token().czxid;
   co_await leader.held.async_release(use_awaitable);
   REQUIRE(co_await granted(next));
-  CHECK(next.held.fence() == lock::fence_token{czxid, 1});
+  CHECK(next.held.fencing_token() == fence_token{czxid, 1});
   co_await next.held.async_release(use_awaitable);
   CHECK(co_await settles_at(s, path, 0));
 }
@@ -108,12 +108,12 @@ struct handing_mutex {
 TEST_CASE_FIXTURE(handing_mutex, "local handoff: 64 coroutines take turns under one node, in their order, each fence greater") {
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
-    CHECK(first.fence() == lock::fence_token{first.fencing_token(), 0});
+    CHECK(first.fencing_token() == fence_token{first.fencing_token().czxid, 0});
     auto waiting = start_acquires(io, m, 63);
     // They wait in this process: no node of theirs.
     CHECK((co_await lock_nodes(s, path)).size() == 1);
     auto node = first.node();
-    auto czxid = first.fencing_token();
+    auto czxid = first.fencing_token().czxid;
     co_await first.async_release(use_awaitable);
     for (std::size_t i = 0; i < waiting.size(); ++i) {
       CAPTURE(i);
@@ -122,7 +122,7 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: 64 coroutines take turns under 
       // Nobody after it was granted before it: one holder at a time, in order.
       for (std::size_t j = i + 1; j < waiting.size(); ++j) CHECK_FALSE(waiting[j]->done.happened());
       CHECK(w.held.node() == node);
-      CHECK(w.held.fence() == lock::fence_token{czxid, i + 1});
+      CHECK(w.held.fencing_token() == fence_token{czxid, i + 1});
       CHECK_FALSE(w.held.lost());
       co_await w.held.async_release(use_awaitable);
     }
@@ -135,12 +135,12 @@ TEST_CASE("local handoff: mutual exclusion of 60 coroutines over 3 sessions, fen
   objects_over_sessions<mutex> mutexes(io, "local-exclusion", 3, handing_over(4, 20ms));
   constexpr int contenders = 60, rounds = 30;
   int holding = 0, overlaps = 0;
-  std::vector<lock::fence_token> fences;
+  std::vector<fence_token> fences;
   auto contender = [&](mutex& m) -> awaitable<void> {
     for (int i = 0; i < rounds; ++i) {
       auto l = co_await m.async_acquire(use_awaitable);
       if (++holding > 1) ++overlaps;
-      fences.push_back(l.fence());
+      fences.push_back(l.fencing_token());
       asio::steady_timer work(co_await asio::this_coro::executor, std::chrono::microseconds(i % 3 * 100));
       co_await work.async_wait(use_awaitable);
       --holding;
@@ -184,12 +184,12 @@ TEST_CASE("local handoff: another session's contender goes next once the bound i
     other_mutex.async_acquire(foreign.handler());
     // Seen by this session: its watch's event came before this listing's answer.
     REQUIRE(co_await settles_at(s, path, 2));
-    auto czxid = first.fencing_token();
+    auto czxid = first.fencing_token().czxid;
     co_await first.async_release(use_awaitable);
     std::size_t handed = max_time == 0ms ? 0 : max_run;
     for (std::size_t i = 0; i < handed; ++i) {
       REQUIRE(co_await granted(*local[i]));
-      CHECK(local[i]->held.fence() == lock::fence_token{czxid, i + 1});
+      CHECK(local[i]->held.fencing_token() == fence_token{czxid, i + 1});
       CHECK_FALSE(foreign.done.happened());
       co_await local[i]->held.async_release(use_awaitable);
     }
@@ -198,17 +198,17 @@ TEST_CASE("local handoff: another session's contender goes next once the bound i
     REQUIRE(co_await granted(foreign));
     CHECK(co_await settles_at(s, path, 2));
     CHECK_FALSE(local[handed]->done.happened());
-    auto foreign_czxid = foreign.held.fencing_token();
+    auto foreign_czxid = foreign.held.fencing_token().czxid;
     co_await foreign.held.async_release(use_awaitable);
     REQUIRE(co_await granted(*local[handed]));
-    auto second = local[handed]->held.fence();
+    auto second = local[handed]->held.fencing_token();
     CHECK(second.czxid > foreign_czxid);
     CHECK(second.local == 0);
     co_await local[handed]->held.async_release(use_awaitable);
     // Nobody else queued: the rest are handed over on that node.
     for (std::size_t i = handed + 1; i < local.size(); ++i) {
       REQUIRE(co_await granted(*local[i]));
-      CHECK(local[i]->held.fence().czxid == second.czxid);
+      CHECK(local[i]->held.fencing_token().czxid == second.czxid);
       co_await local[i]->held.async_release(use_awaitable);
     }
     CHECK(co_await settles_at(s, path, 0));
@@ -339,7 +339,7 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder's node deleted by an
     // while the lost holder has not released yet (it was told to stop).
     REQUIRE(co_await granted(*local[0]));
     CHECK(local[0]->held.fencing_token() > first.fencing_token());
-    CHECK(local[0]->held.fence().local == 0);
+    CHECK(local[0]->held.fencing_token().local == 0);
     auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
     CHECK_FALSE(local[1]->done.happened());
@@ -351,11 +351,11 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: a lock handed over in memory, t
   session operator_session(io, test_options(shared_hosts()));
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
-    auto czxid = first.fencing_token();
+    auto czxid = first.fencing_token().czxid;
     auto local = start_acquires(io, m, 3);
     co_await first.async_release(use_awaitable);
     REQUIRE(co_await granted(*local[0]));
-    REQUIRE(local[0]->held.fence() == lock::fence_token{czxid, 1});  // handed over, under the same node
+    REQUIRE(local[0]->held.fencing_token() == fence_token{czxid, 1});  // handed over, under the same node
     lost_signal_log lost(io);
     lost.watch(local[0]->held);
     co_await operator_session.async_remove(local[0]->held.node(), use_awaitable);
@@ -363,8 +363,8 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: a lock handed over in memory, t
     // The lead went on with the loss: the next queued a node and holds while
     // the lost holder has not released yet, under a token of its own.
     REQUIRE(co_await granted(*local[1]));
-    CHECK(local[1]->held.fencing_token() > czxid);
-    CHECK(local[1]->held.fence().local == 0);
+    CHECK(local[1]->held.fencing_token().czxid > czxid);
+    CHECK(local[1]->held.fencing_token().local == 0);
     auto [ec] = co_await local[0]->held.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
     CHECK_FALSE(local[2]->done.happened());
@@ -386,11 +386,11 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder revoked: the next qu
     // behind the revoked one, which is still there.
     REQUIRE(co_await settles_at(s, path, 2));
     CHECK_FALSE(local[0]->done.happened());
-    auto czxid = first.fencing_token();
+    auto czxid = first.fencing_token().czxid;
     auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
     REQUIRE(co_await granted(*local[0]));
-    CHECK(local[0]->held.fencing_token() > czxid);
+    CHECK(local[0]->held.fencing_token().czxid > czxid);
     co_await goes_on_under(s, path, *local[0], *local[1]);
   }());
 }
@@ -426,12 +426,12 @@ TEST_CASE_FIXTURE(proxied_server, "local handoff: with requeue_on_expiry the run
     co_await expire(*this, observer, first);
     // The next leads in the new session; the one behind it is handed the lock there.
     REQUIRE(co_await granted(*local[0]));
-    CHECK(local[0]->held.fence().local == 0);
+    CHECK(local[0]->held.fencing_token().local == 0);
     CHECK(local[0]->held.fencing_token() > first.fencing_token());
-    auto czxid = local[0]->held.fencing_token();
+    auto czxid = local[0]->held.fencing_token().czxid;
     co_await local[0]->held.async_release(use_awaitable);
     REQUIRE(co_await granted(*local[1]));
-    CHECK(local[1]->held.fence() == lock::fence_token{czxid, 1});
+    CHECK(local[1]->held.fencing_token() == fence_token{czxid, 1});
     co_await local[1]->held.async_release(use_awaitable);
     auto [ec] = co_await first.async_release(as_tuple(use_awaitable));
     CHECK(ec == error::lock_lost);
@@ -556,15 +556,15 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: reentrancy by owner; the next o
     acquire_outcome other(io);
     m.async_acquire(b, other.handler());
     auto inner = co_await m.async_acquire(a, use_awaitable);
-    CHECK(inner.fence() == outer.fence());
+    CHECK(inner.fencing_token() == outer.fencing_token());
     co_await inner.async_release(use_awaitable);
     CHECK_FALSE(other.done.happened());
-    auto czxid = outer.fencing_token();
+    auto czxid = outer.fencing_token().czxid;
     co_await outer.async_release(use_awaitable);
     REQUIRE(co_await granted(other));
-    CHECK(other.held.fence() == lock::fence_token{czxid, 1});
+    CHECK(other.held.fencing_token() == fence_token{czxid, 1});
     auto again = co_await m.async_acquire(b, use_awaitable);
-    CHECK(again.fence() == other.held.fence());
+    CHECK(again.fencing_token() == other.held.fencing_token());
     co_await again.async_release(use_awaitable);
     co_await other.held.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0));
@@ -618,7 +618,7 @@ TEST_CASE("local handoff: the observer hears each contender's acquiring, granted
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
     auto node = first.node();
-    auto czxid = first.fencing_token();
+    auto czxid = first.fencing_token().czxid;
     auto waiting = start_acquires(io, m, 1);
     auto& next = *waiting.front();
     // The waiter has started (it waits in this process: no node of its own).
@@ -629,7 +629,7 @@ TEST_CASE("local handoff: the observer hears each contender's acquiring, granted
     co_await first.async_release(use_awaitable);
     REQUIRE(co_await granted(next));
     CHECK(next.held.node() == node);
-    CHECK(next.held.fence() == lock::fence_token{czxid, 1});
+    CHECK(next.held.fencing_token() == fence_token{czxid, 1});
     co_await next.held.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0));
     auto& heard = log.events;

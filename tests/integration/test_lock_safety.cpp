@@ -797,7 +797,7 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "creates in flight when the connect
     for (auto& w : waiters) {
       REQUIRE(co_await w->done.wait(10s));
       CHECK_FALSE(*w->ec);
-      tokens.push_back(w->held.fencing_token());
+      tokens.push_back(w->held.fencing_token().czxid);
       co_await w->held.async_release();
     }
     CHECK(s.generation() == generation);

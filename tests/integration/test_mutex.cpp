@@ -45,7 +45,7 @@ TEST_CASE("an uncontended acquire: a Curator-named node, a fencing token, nothin
     auto name = first.node().substr(path.size() + 1);
     auto parsed = zkasio::detail::parse_lock_node(name);
     REQUIRE(parsed.has_value());
-    CHECK(first.fencing_token() > 0);
+    CHECK(first.fencing_token().czxid > 0);
     auto contenders = co_await m.async_contenders(use_awaitable);
     REQUIRE(contenders.size() == 1);
     CHECK(contenders[0].node == first.node());  // a full path, as the lock's
@@ -162,7 +162,7 @@ TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
     for (int i = 0; i < rounds; ++i) {
       auto l = co_await m.async_acquire(use_awaitable);
       if (++holding > 1) ++overlaps;
-      tokens.push_back(l.fencing_token());
+      tokens.push_back(l.fencing_token().czxid);
       ++grants;
       --holding;
       co_await l.async_release(use_awaitable);

@@ -65,7 +65,7 @@ TEST_CASE("readers share and writers exclude: 100 coroutines over 8 sessions") {
       if (write) held = co_await m.async_acquire(use_awaitable);
       else held = co_await m.async_acquire_shared(use_awaitable);
       seen.enter(write);
-      if (write) write_tokens.push_back(held.fencing_token());
+      if (write) write_tokens.push_back(held.fencing_token().czxid);
       hold.expires_after(1ms);  // held a while, so that readers meet
       co_await hold.async_wait(use_awaitable);
       seen.exit(write);

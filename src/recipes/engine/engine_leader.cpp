@@ -59,7 +59,7 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
     auto [read_ec, data] = co_await s.async_get_data(m->full(*name), as_tuple(use_awaitable));
     if (read_ec == zk_error::no_node) continue;  // it went meanwhile: look again
     if (read_ec) co_return std::make_tuple(read_ec, look);
-    look.who = leader{m->full(*name), std::move(data.data), data.stat.czxid};
+    look.who = leader{m->full(*name), std::move(data.data), fence_token{data.stat.czxid}};
     co_return std::make_tuple(std::error_code{}, look);
   }
 }

@@ -54,9 +54,7 @@ const std::string& lock::node() const {
   return grant_ ? grant_->held->node : none;
 }
 
-std::int64_t lock::fencing_token() const { return grant_ ? grant_->held->token : 0; }
-
-lock::fence_token lock::fence() const {
+fence_token lock::fencing_token() const {
   return grant_ ? fence_token{grant_->held->token, grant_->local} : fence_token{};
 }
 
