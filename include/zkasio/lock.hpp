@@ -83,7 +83,10 @@ struct local_handoff_bound {
 struct lock_event {
   enum class kind { acquiring, granted, failed, lost, released };
   kind what = kind::acquiring;
-  std::string_view path;  // the lock object's path (a semaphore's: its mutex's, "<path>/locks", and its leases')
+  // The lock object's path; a semaphore's: its leases', "<path>/leases" (one
+  // acquiring per acquire, then failed, or granted for each lease it gives;
+  // its mutex, taken inside, is not heard).
+  std::string_view path;
   std::string_view node;  // granted, lost, released: the node's full path
   // granted, failed: since acquiring; lost, released: since granted.
   std::chrono::steady_clock::duration took{};

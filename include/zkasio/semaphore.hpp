@@ -43,8 +43,11 @@ class semaphore : public detail::lock_object {
       : lock_object(s, leases_of(path, max_leases), options, detail::queue_family::semaphore),
         // One strand for both: the mutex's lost signal is bound by the
         // acquire that waits for room (lease_op in engine_leases.cpp).
-        locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks", std::move(options),
-                                   detail::queue_family::mutex, get_executor())),
+        // (Its observer hears the semaphore's acquires and leases, not
+        // the mutex's.)
+        locks_(detail::make_engine(s, (path == "/" ? "" : std::string(path)) + "/locks",
+                                   detail::without_observer(std::move(options)), detail::queue_family::mutex,
+                                   get_executor())),
         path_(path),
         max_(max_leases) {}
 

@@ -43,6 +43,12 @@ namespace zkasio::detail {
 // two); else a new one.
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
                                           queue_family family, std::optional<lock_strand> strand = std::nullopt);
+// The options of an engine inside a recipe (a semaphore's mutex): the user's
+// observer hears the recipe, not its parts.
+inline lock_options without_observer(lock_options options) {
+  options.observer = {};
+  return options;
+}
 lock_strand strand_of(const engine_state& engine);
 const std::string& path_of(const engine_state& engine);
 queue_family family_of(const engine_state& engine);

@@ -423,9 +423,7 @@ class acquire_op final : public Attempts {
 
   void complete(std::error_code ec, lock held = {}) {
     if (deadline_) deadline_->cancel();
-    auto took = std::chrono::steady_clock::now() - started_;
-    if (ec) report(this->m_->options, this->m_->path, lock_event::kind::failed, {}, took, ec);
-    else report(this->m_->options, this->m_->path, lock_event::kind::granted, held.node(), took);
+    report_outcome(*this->m_, started_, ec, std::span<const lock>(&held, ec ? 0 : 1));
     done_->complete(ec, std::move(held));
   }
 

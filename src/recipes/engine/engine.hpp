@@ -47,6 +47,7 @@
 #include <atomic>
 #include <deque>
 #include <list>
+#include <span>
 #include <zkasio/detail/lock_engine.hpp>
 
 #include "recipes/rules/busy_backoff.hpp"
@@ -288,6 +289,15 @@ struct grant {
     for (auto& done : std::exchange(lost_waiters, {})) done->complete(ec);
   }
 };
+
+// Tells the observer how an acquire begun at `started` ended: failed with
+// `ec`, or granted each of `held` (a semaphore's acquire may give several).
+inline void report_outcome(const engine_state& m, std::chrono::steady_clock::time_point started, std::error_code ec,
+                           std::span<const lock> held) noexcept {
+  auto took = std::chrono::steady_clock::now() - started;
+  if (ec) return report(m.options, m.path, lock_event::kind::failed, {}, took, ec);
+  for (auto& one : held) report(m.options, m.path, lock_event::kind::granted, one.node(), took);
+}
 
 // Tells a hold's observer what became of one of its grants (lost, released),
 // with how long that grant held it.

@@ -27,6 +27,7 @@ class lease_op final : public machine_run<lease_op> {
   // On the strand.
   void begin() {
     if (done_->done()) return;  // cancelled before it ran: nothing made
+    report(m_->options, m_->path, lock_event::kind::acquiring, {}, {});
     deadline_ = arm_stops(m_, *done_, request_.deadline, [weak = weak_from_this()](std::error_code ec) {
       if (auto self = weak.lock()) self->stop_with(ec);
     });
@@ -165,6 +166,7 @@ class lease_op final : public machine_run<lease_op> {
 
   void complete(std::error_code ec, std::vector<lock> held = {}) {
     if (deadline_) deadline_->cancel();
+    report_outcome(*m_, started_, ec, held);
     done_->complete(ec, std::move(held));
   }
 
@@ -182,6 +184,7 @@ class lease_op final : public machine_run<lease_op> {
   completion_ptr<lock> taking_;      // the mutex's acquire, while pending
   completion_ptr<> creating_;        // a lease's create, while pending
   std::vector<background<std::error_code>> removing_;  // the last attempt's leases, going
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();  // (lock_event's took)
 };
 
 }  // namespace
