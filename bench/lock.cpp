@@ -128,8 +128,8 @@ awaitable<void> connect_all(session_list& sessions) {
 // One lock object (a Lock) per session on `path`: its contenders share what
 // it knows of the queue. (Not a coroutine: g++ 12 destroys an aggregate
 // parameter of a coroutine, given as a temporary, twice.)
-template <class Lock>
-std::vector<Lock> one_per_session(session_list& sessions, const std::string& path, const lock_options& options = {}) {
+template <class Lock, class Options = lock_options>
+std::vector<Lock> one_per_session(session_list& sessions, const std::string& path, const Options& options = {}) {
   std::vector<Lock> locks;
   for (auto& s : sessions) locks.emplace_back(*s, path, options);
   return locks;
@@ -143,7 +143,7 @@ std::pair<clock::time_point, clock::time_point> measuring_window(const options& 
 
 awaitable<void> throughput(session_list& sessions, const options& o, report& r) {
   auto dir = bench_dir("throughput"), path = dir + "/lock";
-  lock_options options;
+  mutex_options options;
   if (o.local_handoff >= 0)
     options.local_handoff = local_handoff_bound{.max_run = static_cast<std::size_t>(o.local_handoff),
                                                 .max_time = std::chrono::milliseconds(o.max_time_ms)};

@@ -63,7 +63,7 @@ enum class lost_policy {
                   // session: last contact + negotiated timeout - safety margin
 };
 
-// zkasio::mutex's in-process handoff (lock_options::local_handoff): how long
+// zkasio::mutex's in-process handoff (mutex_options::local_handoff): how long
 // this process may go on handing the lock from one of its contenders to the
 // next in memory once another contender's node is queued behind its node.
 // Until this process sees such a node (a children watch on the lock path,
@@ -93,8 +93,15 @@ struct lock_event {
   std::error_code error;  // failed: why (operation_aborted for a cancellation)
 };
 
-// Options of every lock recipe (mutex, shared_mutex).
-struct lock_options {
+// lock_options' local_handoff: a zkasio::mutex's alone. Nothing converts
+// to it, so that giving another recipe a bound does not compile.
+struct no_local_handoff {};
+
+// Options of a lock recipe: lock_options for every recipe, mutex_options
+// (the same, with local_handoff) for zkasio::mutex. Both are aggregates, for
+// designated initializers: `mutex m(s, path, {.data = "me"})`.
+template <class LocalHandoff>
+struct basic_lock_options {
   lost_policy policy = lost_policy::before_expiry;
   // How long before the earliest possible expiry to fire. On an ensemble,
   // make it at least the servers' tickTime / 2 (the leader's sight of a
@@ -118,19 +125,27 @@ struct lock_options {
   // a holder's node is safe from deletion by others under a lock path made
   // with such an ACL, by an acquire or by you (see the README).
   std::optional<acl> node_acl = std::nullopt;
-  // zkasio::mutex only (other recipes throw invalid_argument): the lock
-  // object keeps its node while its own contenders wait and hands the lock
+  // mutex_options only: the lock object keeps its node while its own contenders wait and hands the lock
   // from one to the next in memory, with no ZooKeeper write, within the bound
   // (see local_handoff_bound and the README). Its contenders wait in this
   // process behind the one whose node is in the queue; each grant is a lock
   // of its own: its lost signal, its fencing token (lock::fencing_token), reentrancy by owner.
-  std::optional<local_handoff_bound> local_handoff = std::nullopt;
+  [[no_unique_address]] LocalHandoff local_handoff = {};
   // Called with each lock_event of this lock object, on its strand: keep it
   // short (it runs on the lock's path). An exception it throws is dropped.
   std::function<void(const lock_event&)> observer = {};
-};
 
-using mutex_options = lock_options;
+  // Any recipe's options are a mutex's, without local handoff. (A field
+  // added above must be added here: the binding counts them.)
+  operator basic_lock_options<std::optional<local_handoff_bound>>() const
+    requires std::is_same_v<LocalHandoff, no_local_handoff>
+  {
+    const auto& [policy_, safety_margin_, data_, requeue_, node_acl_, no_handoff_, observer_] = *this;
+    return {policy_, safety_margin_, data_, requeue_, node_acl_, std::nullopt, observer_};
+  }
+};
+using lock_options = basic_lock_options<no_local_handoff>;
+using mutex_options = basic_lock_options<std::optional<local_handoff_bound>>;
 
 struct contender {
   std::string node;  // the node's full path (as lock::node() and leader::node)
@@ -142,7 +157,7 @@ struct contender {
 // A grant's fencing token: the czxid of its lock node (which increases with
 // every node granted on the lock, and survives re-creation of the parent),
 // and the number of in-process handoffs on that node before the grant (always
-// 0 without lock_options::local_handoff). Compared as a pair, it increases
+// 0 without mutex_options::local_handoff). Compared as a pair, it increases
 // with every grant but reentrant ones, which share their holder's. Pass both
 // to what the lock protects (czxid alone where local handoff is off).
 struct fence_token {

@@ -53,7 +53,7 @@ class mutex : public detail::lock_object, public detail::exclusive_acquire<mutex
  public:
   // The session must outlive the mutex and every lock of it, and must not be
   // assigned another session meanwhile.
-  mutex(session& s, std::string_view path, lock_options options = {})
+  mutex(session& s, std::string_view path, mutex_options options = {})
       : lock_object(s, path, std::move(options), detail::queue_family::mutex) {}
 
  private:

@@ -226,10 +226,12 @@ class lock_object {
       case recipe::mutex:
         object_ = std::make_unique<mutex>(s, path, std::move(options));
         break;
-      case recipe::handoff_mutex:
-        options.local_handoff = local_handoff_bound{};
-        object_ = std::make_unique<mutex>(s, path, std::move(options));
+      case recipe::handoff_mutex: {
+        mutex_options handing = options;
+        handing.local_handoff = local_handoff_bound{};
+        object_ = std::make_unique<mutex>(s, path, std::move(handing));
         break;
+      }
       case recipe::race_mutex:
         object_ = std::make_unique<race_mutex>(s, path, std::move(options));
         break;

@@ -41,11 +41,11 @@ namespace zkasio::detail {
 // Throws invalid_path (system_error) for a path that cannot be a lock path.
 // `strand`: another engine's, to run on one strand with it (a semaphore's
 // two); else a new one.
-std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
+std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mutex_options options,
                                           queue_family family, std::optional<lock_strand> strand = std::nullopt);
 // The options of an engine inside a recipe (a semaphore's mutex): the user's
 // observer hears the recipe, not its parts.
-inline lock_options without_observer(lock_options options) {
+inline mutex_options without_observer(mutex_options options) {
   options.observer = {};
   return options;
 }
@@ -237,7 +237,7 @@ class engine_handle {
  protected:
   // The session must outlive the lock object and every lock of it, and must
   // not be assigned another session meanwhile.
-  engine_handle(session& s, std::string_view path, lock_options options, queue_family family)
+  engine_handle(session& s, std::string_view path, mutex_options options, queue_family family)
       : state_(make_engine(s, path, std::move(options), family)) {}
   ~engine_handle() = default;
 

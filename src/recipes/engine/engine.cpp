@@ -52,18 +52,16 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
 
 }  // namespace
 
-std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, lock_options options,
+std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mutex_options options,
                                           queue_family family, std::optional<lock_strand> strand) {
   if (auto problem = path_problem(path); !problem.empty())
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
     throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
-  if (options.local_handoff && family != queue_family::mutex)
-    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                            "lock_options::local_handoff: only zkasio::mutex hands its lock over in memory");
+  // (Only a mutex is given a bound: other recipes take lock_options.)
   if (options.local_handoff && options.local_handoff->max_time.count() < 0)
     throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                            "lock_options::local_handoff: max_time is negative");
+                            "mutex_options::local_handoff: max_time is negative");
   auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family, std::move(strand));
   report_session_end(engine, s.state(), s.generation());
   return engine;

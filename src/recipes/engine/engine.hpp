@@ -7,7 +7,7 @@
 //   engine_nodes.cpp    a contender's node: created (with parents), listed, found after a
 //                       lost reply, deleted
 //   engine_hold.cpp     a granted node: its monitor (the lost signal), its grants, its release,
-//                       and a mutex's in-process handoff (lock_options::local_handoff)
+//                       and a mutex's in-process handoff (mutex_options::local_handoff)
 //   engine_acquire.cpp  what every acquire does around its I/O: reentry, cancellation,
 //                       the removal of its nodes, queueing again after an expiry
 //   acquire_runner.cpp  the runner of the acquire's state machines (acquire_flow.cpp
@@ -104,7 +104,7 @@ void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_co
 
 // Tells the lock object's observer (lock_options::observer), if it has one.
 // On the strand.
-inline void report(const lock_options& options, std::string_view path, lock_event::kind what, std::string_view node,
+inline void report(const mutex_options& options, std::string_view path, lock_event::kind what, std::string_view node,
                    std::chrono::steady_clock::duration took, std::error_code ec = {}) noexcept {
   if (!options.observer) return;
   try {
@@ -159,7 +159,7 @@ struct run_ticket {
   run_lead lead;
 };
 
-// A mutex's in-process handoff (lock_options::local_handoff, engine_hold.cpp).
+// A mutex's in-process handoff (mutex_options::local_handoff, engine_hold.cpp).
 // A run is the lock object's contenders behind one leader: the leader's
 // acquire queues a node as any acquire does; once its acquire completes with
 // the lock (not when granted: a lock granted as the deadline struck is
@@ -181,7 +181,7 @@ struct local_run {
 };
 
 struct engine_state {
-  engine_state(session& owner, std::string path, lock_options options, queue_family family,
+  engine_state(session& owner, std::string path, mutex_options options, queue_family family,
                std::optional<lock_strand> shared_strand)
       : s(session_access::view(owner)), core(session_access::core(owner)), path(std::move(path)), options(std::move(options)), family(family),
         strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
@@ -193,7 +193,7 @@ struct engine_state {
   // when the session ends by the object's destruction (core(s) is null then).
   std::weak_ptr<const session_core> core;
   std::string path;
-  lock_options options;
+  mutex_options options;  // (every recipe's are a mutex's: the fields of all)
   queue_family family;  // the recipe's node kinds
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner

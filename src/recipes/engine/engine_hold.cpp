@@ -1,5 +1,5 @@
 // A granted node: its monitor (what fires the lost signal), its grants,
-// its release, and a mutex's in-process handoff (lock_options::local_handoff),
+// its release, and a mutex's in-process handoff (mutex_options::local_handoff),
 // which is how a release of a hold that leads a local run goes: the lock
 // object's contenders take turns under one node, handed over in memory (see
 // local_run in engine.hpp, mutex_rule::next_after_release in queue_rule.hpp).

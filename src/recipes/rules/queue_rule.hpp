@@ -100,7 +100,7 @@ class exclusive_rule : public queue_rule {
 };
 
 // zkasio::mutex (Curator's InterProcessMutex), and its in-process handoff
-// (lock_options::local_handoff): what a release of the run's node does. It
+// (mutex_options::local_handoff): what a release of the run's node does. It
 // hands the lock to the next contender waiting in this process, keeping the
 // node, while the node is sure to be there (not lost, the session sure: a
 // grant's own conditions) and, once another contender's node was seen
