@@ -409,13 +409,16 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
   // Lost before or during the body: said so whatever else happened (a
   // caller's cancellation too). The release starts though the caller may be
   // cancelled (Asio would refuse the co_await), and the caller's setting is
-  // put back after.
+  // put back after. It is not bound to the caller's cancellation: a second
+  // cancellation would end its wait before the reply that may say the lock
+  // was lost.
   bool lost = held.lost();
   std::error_code released;
   auto where = "with_lock " + held.node();  // (the release empties `held`)
   bool throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
   co_await asio::this_coro::throw_if_cancelled(false);
-  co_await held.async_release(asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released));
+  co_await held.async_release(asio::bind_cancellation_slot(
+      asio::cancellation_slot(), asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released)));
   co_await asio::this_coro::throw_if_cancelled(throws_if_cancelled);
   if (lost || released == error::lock_lost) throw std::system_error(make_error_code(error::lock_lost), where);
   if (failure) std::rethrow_exception(failure);

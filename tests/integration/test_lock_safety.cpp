@@ -1327,14 +1327,17 @@ TEST_CASE("with_lock: the caller's cancellation reaches the body") {
 
 // with_lock in a caller that `cancel` cancels, over one io_context, with
 // another session to play the operator that deletes a holder's node.
+// The lock's session `s` goes to `hosts`, the operator's to `other_hosts`.
 struct cancelled_caller {
   asio::io_context io;
-  session s{io, test_options(shared_hosts())}, other{io, test_options(shared_hosts())};
+  session s, other;
   std::string path;
   asio::cancellation_signal cancel;
   bool caller_throws_if_cancelled = false;  // once with_lock has ended
 
-  explicit cancelled_caller(const std::string& name) : path(unique_path(name)) {}
+  explicit cancelled_caller(const std::string& name, const std::string& hosts = shared_hosts(),
+                            const std::string& other_hosts = shared_hosts())
+      : s(io, test_options(hosts)), other(io, test_options(other_hosts)), path(unique_path(name)) {}
 
   // What with_lock(m, body) said: nothing when it completed.
   template <class Body>
@@ -1395,6 +1398,34 @@ TEST_CASE("with_lock: a caller cancelled during the body still releases before i
     CHECK(t.caller_throws_if_cancelled);     // the caller's setting, put back
     t.settle();
   }
+}
+
+TEST_CASE("with_lock: a caller cancelled again while the release waits for its reply still hears that the lock was lost") {
+  // An operator deletes the node during the body. The watch's event and the
+  // release's reply (no node) are held at the proxy while the caller is
+  // cancelled once (which ends the body), then again with the release in
+  // flight. Before: the second cancellation ended the release's wait, and
+  // with_lock said operation_aborted, hiding the loss.
+  zk_servers servers;
+  tcp_proxy proxy{servers.host(1)};
+  cancelled_caller t("safety-with-lock-cancelled-twice", proxy.address(), servers.hosts());
+  mutex m(t.s, t.path);
+  auto cancel_caller = [&] { t.cancel.emit(asio::cancellation_type::terminal); };
+  auto second_cancellation = [&](std::size_t deletes) -> awaitable<void> {
+    CHECK(co_await eventually([&] { return proxy.requests_forwarded(ZOO_DELETE_OP) > deletes; }, 10s));
+    cancel_caller();
+    proxy.pass();
+  };
+  auto outcome = t.with_lock_outcome(m, [&](const lock& held) -> awaitable<void> {
+    proxy.hold_replies();
+    co_await t.other.async_remove(held.node(), use_awaitable);  // (straight to the server)
+    asio::co_spawn(t.io, second_cancellation(proxy.requests_forwarded(ZOO_DELETE_OP)), asio::detached);
+    asio::post(t.io, cancel_caller);
+    asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+    co_await forever.async_wait(use_awaitable);
+  });
+  CHECK(outcome == error::lock_lost);
+  t.settle();
 }
 
 TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the lock's strand say lock_lost, and release") {
