@@ -1467,22 +1467,27 @@ TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the 
   }
 }
 
-// An io_context run on a thread of its own until the test ends, whichever
-// way (a failed REQUIRE too: then stopped at once).
-struct running_io {
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::thread thread{[this] { io.run(); }};
+// Runs `io` on a thread of its own until finish(), or, whichever way the test
+// ends (a failed REQUIRE too), stops it at once and joins. Declared after
+// everything its handlers use, so that all of it outlives the thread.
+struct thread_running {
+  explicit thread_running(asio::io_context& io) : io(io), work(io.get_executor()), thread([&io] { io.run(); }) {}
+  thread_running(const thread_running&) = delete;
+  thread_running& operator=(const thread_running&) = delete;
   // Lets it run out of work (what the test started has ended), then joins.
   void finish() {
     work.reset();
     thread.join();
   }
-  ~running_io() {
+  ~thread_running() {
     if (!thread.joinable()) return;
     io.stop();
     thread.join();
   }
+
+  asio::io_context& io;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::thread thread;
 };
 
 TEST_CASE("with_lock: a loss after the body has started, before its first wait, stops its next wait") {
@@ -1493,9 +1498,7 @@ TEST_CASE("with_lock: a loss after the body has started, before its first wait, 
   // cancellable wait itself; either way that wait or the next one ends it.
   for (bool uncancellable_first : {false, true}) {
     CAPTURE(uncancellable_first);
-    running_io lock_side;
-    asio::io_context& lock_io = lock_side.io;
-    asio::io_context caller_io;
+    asio::io_context lock_io, caller_io;
     session s(lock_io, test_options(shared_hosts())), other(lock_io, test_options(shared_hosts()));
     auto path = unique_path("safety-with-lock-loss-in-body");
     mutex m(s, path);
@@ -1521,6 +1524,7 @@ TEST_CASE("with_lock: a loss after the body has started, before its first wait, 
         outcome = e.code();
       }
     };
+    thread_running lock_thread(lock_io);
     auto done = asio::co_spawn(caller_io, caller(), asio::use_future);
     caller_io.run_for(30s);
     REQUIRE(done.wait_for(0s) == std::future_status::ready);
@@ -1535,7 +1539,7 @@ TEST_CASE("with_lock: a loss after the body has started, before its first wait, 
     CHECK(settled.get());
     s.async_close(asio::use_future).get();
     other.async_close(asio::use_future).get();
-    lock_side.finish();
+    lock_thread.finish();
   }
 }
 
