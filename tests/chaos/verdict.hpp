@@ -41,7 +41,7 @@ struct hold_record {
   int leases = 1;       // semaphore: the leases this hold counts
   int capacity = 1;     // semaphore: N, the most leases held at once
   // handoff_mutex: the local handoffs on the token's node before this grant
-  // (lock::fence): its grants' tokens rise as the pair (token, local).
+  // (fence_token::local): its grants' tokens rise as the pair (token, local).
   std::uint64_t local = 0;
   bool curator = false;  // by a Curator worker (not on the line: the driver knows its workers)
   // When the acquire that granted it was asked for (-1: not known). A

@@ -271,7 +271,7 @@ struct hold {
 // destroyed (its lock object dropped).
 struct grant {
   std::shared_ptr<hold> held;
-  std::uint64_t local = 0;  // the hold's local_count at this grant (lock::fence)
+  std::uint64_t local = 0;  // the hold's local_count at this grant (fence_token::local)
   std::chrono::steady_clock::time_point granted_at = std::chrono::steady_clock::now();  // (lock_event's took)
   asio::cancellation_signal lost_signal;
   // lost_slot()'s after the loss: each emitted once its caller has bound it,
