@@ -4,6 +4,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>
+#include <cassert>
 
 namespace zkasio::detail {
 
@@ -58,7 +59,9 @@ std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mut
     throw std::system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
     throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
-  // (Only a mutex is given a bound: other recipes take lock_options.)
+  // Only a mutex is given a bound: other recipes take lock_options, and the
+  // local handoff is the mutex rule's alone.
+  assert(!options.local_handoff || family == queue_family::mutex);
   if (options.local_handoff && options.local_handoff->max_time.count() < 0)
     throw std::system_error(std::make_error_code(std::errc::invalid_argument),
                             "mutex_options::local_handoff: max_time is negative");
