@@ -676,17 +676,8 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter,
     run(io, [&]() -> awaitable<void> {
       auto leading = co_await campaigning.async_campaign("alpha", use_awaitable);
       auto generation = co_await waiter_connected();
-      proxy.hold_replies();
-      auto sent = proxy.requests_forwarded();
       cancellable<std::optional<leader>> looked(io);
-      observing.async_leader(looked.handler());
-      // Its read reached the server; its reply stays in the proxy.
-      REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > 0; }));
-      looked.cancel.emit(asio::cancellation_type::total);
-      bool prompt = co_await looked.done.wait(2s);
-      proxy.pass();
-      REQUIRE(prompt);
-      CHECK(*looked.ec == asio::error::operation_aborted);
+      co_await cancelled_while_reply_held(proxy, looked, [&](auto handler) { observing.async_leader(std::move(handler)); });
       auto who = co_await observing.async_leader(use_awaitable);
       REQUIRE(who);
       CHECK(who->node == leading.node());
@@ -777,14 +768,7 @@ TEST_CASE("an election's observer hears each campaign: acquiring, then granted o
       // Leading again; an operator deletes the node.
       auto second = co_await e.async_campaign("gamma", use_awaitable);
       auto second_node = second.node();
-      test_event lost(io.get_executor());
-      second.async_wait_lost([&](std::error_code ec) {
-        if (!ec) lost.count();
-      });
-      co_await other.async_remove(second_node, use_awaitable);
-      REQUIRE(co_await lost.wait(10s));
-      auto [resigned] = co_await second.async_resign(as_tuple(use_awaitable));
-      CHECK(resigned == error::lock_lost);
+      co_await deleted_by_operator(other, second);
       CHECK(co_await settles(s, path, mode, 0));
       auto& heard = log.events;
       REQUIRE(log.sequence() == "acquiring granted released acquiring failed acquiring granted lost released");

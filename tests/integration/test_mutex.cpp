@@ -842,17 +842,8 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter,
   run(io, [&]() -> awaitable<void> {
     auto held = co_await held_mutex.async_acquire(use_awaitable);
     auto generation = co_await waiter_connected();
-    proxy.hold_replies();
-    auto sent = proxy.requests_forwarded();
     cancellable<std::vector<contender>> listed(io);
-    listing.async_contenders(listed.handler());
-    // Its read reached the server; its reply stays in the proxy.
-    REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > 0; }));
-    listed.cancel.emit(asio::cancellation_type::total);
-    bool prompt = co_await listed.done.wait(2s);
-    proxy.pass();
-    REQUIRE(prompt);
-    CHECK(*listed.ec == asio::error::operation_aborted);
+    co_await cancelled_while_reply_held(proxy, listed, [&](auto handler) { listing.async_contenders(std::move(handler)); });
     auto queue = co_await listing.async_contenders(use_awaitable);
     REQUIRE(queue.size() == 1);
     CHECK(queue[0].node == held.node());

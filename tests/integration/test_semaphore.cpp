@@ -435,14 +435,7 @@ TEST_CASE("a semaphore's observer hears each acquire of leases (granted, or fail
     // A lease whose node an operator deletes.
     auto second = co_await sem.async_acquire(use_awaitable);
     auto second_node = second.node();
-    test_event lost(io.get_executor());
-    second.async_wait_lost([&](std::error_code ec) {
-      if (!ec) lost.count();
-    });
-    co_await b.async_remove(second_node, use_awaitable);
-    REQUIRE(co_await lost.wait(10s));
-    auto [released] = co_await second.async_release(as_tuple(use_awaitable));
-    CHECK(released == error::lock_lost);
+    co_await deleted_by_operator(b, second);
     CHECK(co_await nothing_left(a, path));
 
     // Each acquire: acquiring, then granted (a lease, its node) or failed

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <zkasio/mutex.hpp>
 #include <zkasio/session.hpp>
@@ -167,6 +168,42 @@ struct cancellable {
     });
   }
 };
+
+// Launches a read of a session through `proxy` (`launch(op.handler())`) with
+// its reply held back, cancels it (total) once the read reached the server,
+// then lets the reply pass: the read must have ended at once (within 2 s),
+// with operation_aborted.
+template <class... Values, class Launch>
+asio::awaitable<void> cancelled_while_reply_held(tcp_proxy& proxy, cancellable<Values...>& op, Launch launch) {
+  proxy.hold_replies();
+  auto sent = proxy.requests_forwarded();
+  auto held = proxy.frames_held();
+  launch(op.handler());
+  REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > held; }));
+  op.cancel.emit(asio::cancellation_type::total);
+  bool prompt = co_await op.done.wait(std::chrono::seconds(2));
+  proxy.pass();
+  REQUIRE(prompt);
+  CHECK(*op.ec == asio::error::operation_aborted);
+}
+
+// An operator (session `other`) deletes the node of `held`, a lock or a
+// leadership: its lost wait fires, then its release (resignation) says
+// lock_lost.
+template <class Held>
+asio::awaitable<void> deleted_by_operator(session& other, Held& held) {
+  test_event lost(co_await asio::this_coro::executor);
+  held.async_wait_lost([&](std::error_code ec) {
+    if (!ec) lost.count();
+  });
+  co_await other.async_remove(held.node(), asio::use_awaitable);
+  REQUIRE(co_await lost.wait(std::chrono::seconds(10)));
+  auto ended = asio::experimental::as_tuple(asio::use_awaitable);
+  std::tuple<std::error_code> outcome;
+  if constexpr (requires { held.async_resign(ended); }) outcome = co_await held.async_resign(ended);
+  else outcome = co_await held.async_release(ended);
+  CHECK(std::get<0>(outcome) == error::lock_lost);
+}
 
 // What a lock object's observer (lock_options::observer) heard, in order:
 // give observer() to the options, then `strand` the lock object's executor
