@@ -93,8 +93,9 @@ struct lock_event {
   std::error_code error;  // failed: why (operation_aborted for a cancellation)
 };
 
-// lock_options' local_handoff: a zkasio::mutex's alone. Nothing converts
-// to it, so that giving another recipe a bound does not compile.
+// lock_options' local_handoff: a zkasio::mutex's alone. An empty type that
+// only `{}` makes (no bound converts to it), so that giving another recipe a
+// bound does not compile.
 struct no_local_handoff {};
 
 // Options of a lock recipe: lock_options for every recipe, mutex_options
