@@ -63,7 +63,7 @@ void add_lock_figures(report& r, const std::string& t, double ops, double wall_s
 awaitable<void> phase(std::vector<worker>& workers, const options& o, int threads, report& r,
                       asio::any_io_executor pool) {
   const std::string dir = "/zkasio-bench-global-lock-" + std::to_string(getpid()) + "-" + std::to_string(threads);
-  std::error_code ignored;
+  zkasio::error_code ignored;
   for (auto& w : workers) co_await w.s->async_connect(use_awaitable);
   co_await workers[0].s->async_create(dir, "", asio::redirect_error(use_awaitable, ignored));
   for (std::size_t i = 0; i < workers.size(); ++i) {

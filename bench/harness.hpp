@@ -67,7 +67,7 @@ inline std::string bench_dir(const char* subcommand) {
 // The lock's parents are containers; removing them at once leaves the server
 // as it was without waiting for its container reaper.
 inline asio::awaitable<void> remove_dir(session& s, std::string dir, std::vector<std::string> locks) {
-  std::error_code ignored;
+  zkasio::error_code ignored;
   for (auto& path : locks) co_await s.async_remove(path, asio::redirect_error(asio::use_awaitable, ignored));
   co_await s.async_remove(dir, asio::redirect_error(asio::use_awaitable, ignored));
 }

@@ -49,7 +49,7 @@ awaitable<std::string> four_letter(std::string hosts, std::string word) {
   co_await asio::async_write(socket, asio::buffer(word), use_awaitable);
   std::string answer;
   auto [ec, n] = co_await asio::async_read(socket, asio::dynamic_buffer(answer), as_tuple(use_awaitable));
-  if (ec && ec != asio::error::eof) throw std::system_error(ec, word);
+  if (ec && ec != asio::error::eof) throw zkasio::system_error(ec, word);
   co_return answer;
 }
 
@@ -105,7 +105,7 @@ awaitable<void> contender(herd_lock& l, herd_state& h, int me) {
   while (!h.stopping) {
     auto [ec, held] = co_await l.acquire(asio::bind_cancellation_slot(h.stop[me].slot(), as_tuple(use_awaitable)));
     if (ec == asio::error::operation_aborted || h.stopping) break;  // (a lock granted meanwhile is released)
-    if (ec) throw std::system_error(ec, "herd acquire");
+    if (ec) throw zkasio::system_error(ec, "herd acquire");
     h.holder = me;
     h.held_node = held.node();
     h.granted = clock::now();

@@ -44,14 +44,14 @@ awaitable<void> measure(session& a, session& b, const options& o, report& r) {
     // a's submit to b's handler. The timer is the event the handler signals.
     clock::time_point seen;
     asio::steady_timer signalled(a.get_executor(), asio::steady_timer::time_point::max());
-    b.async_wait_deleted(path, [&](std::error_code) {
+    b.async_wait_deleted(path, [&](zkasio::error_code) {
       seen = clock::now();
       signalled.cancel();
     });
     co_await b.async_exists(path, use_awaitable);  // requests run in order: the watch is set
     t0 = clock::now();
-    a.async_remove(path, [](std::error_code) {});
-    std::error_code ignored;
+    a.async_remove(path, [](zkasio::error_code) {});
+    zkasio::error_code ignored;
     co_await signalled.async_wait(asio::redirect_error(use_awaitable, ignored));
     ops.notify.add(seen - t0);
 

@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <stdexcept>
 #include <system_error>
+#include <zkasio/error_code.hpp>
 
 #include "recipes/rules/queue_rule.hpp"
 
@@ -42,7 +43,7 @@ awaitable<children> children_of(session& s, const std::string& path) {
   for (;;) {
     auto [ec, kids] = co_await s.async_get_children(path, as_tuple(use_awaitable));
     if (!ec) co_return kids;
-    if (ec != condition::retryable) throw std::system_error(ec, "listing " + path);
+    if (ec != condition::retryable) throw zkasio::system_error(ec, "listing " + path);
     co_await s.async_connect(use_awaitable);
   }
 }
@@ -73,10 +74,10 @@ struct queue_log {
 
 awaitable<void> waiter(mutex& m, queue_log& log, std::size_t index, std::size_t lock_index) {
   auto [ec, held] = co_await m.async_acquire(as_tuple(use_awaitable));
-  if (ec) throw std::system_error(ec, "a waiter's acquire");
+  if (ec) throw zkasio::system_error(ec, "a waiter's acquire");
   log.record_grant(index, lock_index, held);
   auto [release_ec] = co_await held.async_release(as_tuple(use_awaitable));
-  if (release_ec) throw std::system_error(release_ec, "a waiter's release");
+  if (release_ec) throw zkasio::system_error(release_ec, "a waiter's release");
 }
 
 // The same waiter as plain completion handlers, without a coroutine of its
@@ -87,11 +88,11 @@ struct callback_waiter {
   std::size_t index, lock_index;
   const std::function<void(std::exception_ptr)>* finished;
 
-  void operator()(std::error_code ec, lock held) const {
-    if (ec) return (*finished)(std::make_exception_ptr(std::system_error(ec, "a waiter's acquire")));
+  void operator()(zkasio::error_code ec, lock held) const {
+    if (ec) return (*finished)(std::make_exception_ptr(zkasio::system_error(ec, "a waiter's acquire")));
     log->record_grant(index, lock_index, held);
-    held.async_release([finished = finished](std::error_code release_ec) {
-      (*finished)(release_ec ? std::make_exception_ptr(std::system_error(release_ec, "a waiter's release"))
+    held.async_release([finished = finished](zkasio::error_code release_ec) {
+      (*finished)(release_ec ? std::make_exception_ptr(zkasio::system_error(release_ec, "a waiter's release"))
                              : nullptr);
     });
   }

@@ -21,5 +21,7 @@ install(FILES
   "${PROJECT_BINARY_DIR}/zkasioConfig.cmake"
   "${PROJECT_BINARY_DIR}/zkasioConfigVersion.cmake"
   cmake/FindAsio.cmake
+  cmake/FindBoostAsio.cmake
+  cmake/AsioCommon.cmake
   cmake/FindZooKeeperC.cmake
   DESTINATION ${ZKASIO_CMAKE_DIR})

@@ -56,7 +56,7 @@ awaitable<void> campaign(zkasio::election& e, std::string job_file, const bool& 
         std::cout << me() << " leads (fencing token " << leading.fencing_token().czxid << ")" << std::endl;
         co_await run_job(job_file, leading.fencing_token().czxid);  // (no local handoff here)
       });
-    } catch (const std::system_error& x) {
+    } catch (const zkasio::system_error& x) {
       if (x.code() == asio::error::operation_aborted || stopping) throw;
       std::cout << me() << " no longer leads: " << x.code().message() << std::endl;
     }
@@ -92,23 +92,23 @@ int main(int argc, char** argv) {
     if (!ep || stopping) return;
     try {
       std::rethrow_exception(ep);
-    } catch (const std::system_error& x) {
+    } catch (const zkasio::system_error& x) {
       if (x.code() == asio::error::operation_aborted) return;
       std::cerr << me() << ": " << x.what() << '\n';
       status = 1;
     }
-    s.async_close([](std::error_code) {});
+    s.async_close([](zkasio::error_code) {});
   };
   asio::co_spawn(io, campaign(e, argv[3], stopping), asio::bind_cancellation_slot(stop_campaign.slot(), report));
   asio::co_spawn(io, follow(e), asio::bind_cancellation_slot(stop_follow.slot(), report));
   // Ending: resign (the campaign's cancellation), then close the session.
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](std::error_code ec, int) {
+  signals.async_wait([&](zkasio::error_code ec, int) {
     if (ec) return;
     stopping = true;
     stop_campaign.emit(asio::cancellation_type::terminal);
     stop_follow.emit(asio::cancellation_type::terminal);
-    s.async_close([](std::error_code) {});
+    s.async_close([](zkasio::error_code) {});
   });
   io.run();
   return status;

@@ -104,7 +104,7 @@ awaitable<void> take_local_turns(zkasio::session& s, std::string path, std::stri
           if (--running == 0) all_done.cancel();
         });
   }
-  std::error_code ignored;
+  zkasio::error_code ignored;
   co_await all_done.async_wait(asio::redirect_error(use_awaitable, ignored));
   if (failure) std::rethrow_exception(failure);
   std::cout << name << ": " << coroutines << " coroutines took the lock " << rounds << " times each" << std::endl;
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
                      std::cerr << argv[3] << ": " << x.what() << '\n';
                    }
                    status = 1;
-                   s.async_close([&](std::error_code) { io.stop(); });
+                   s.async_close([&](zkasio::error_code) { io.stop(); });
                  });
   io.run();
   return status;

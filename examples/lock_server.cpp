@@ -84,7 +84,7 @@ class accounts {
       for (std::string name; std::getline(parts, name, '/');) {
         path += "/" + name;
         auto [ec, made] = co_await zk_.async_create(path, "", as_tuple(asio::use_awaitable));
-        if (ec && ec != zkasio::zk_error::node_exists) throw std::system_error(ec, path);
+        if (ec && ec != zkasio::zk_error::node_exists) throw zkasio::system_error(ec, path);
       }
     }
   }
@@ -92,7 +92,7 @@ class accounts {
   awaitable<balance> read(const std::string& account) {
     auto [ec, node] = co_await zk_.async_get_data(node_of(account), as_tuple(asio::use_awaitable));
     if (ec == zkasio::zk_error::no_node) co_return balance{};
-    if (ec) throw std::system_error(ec, node_of(account));
+    if (ec) throw zkasio::system_error(ec, node_of(account));
     std::istringstream fields(node.data);
     balance b;
     fields >> b.amount >> b.writer;
@@ -172,7 +172,7 @@ awaitable<void> serve(tcp::socket client, accounts& book) {
     std::string reply;
     try {
       reply = co_await answer(book, request);
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       reply = std::string("ERR ") + e.what();
     }
     reply += '\n';
@@ -215,9 +215,9 @@ int main(int argc, char** argv) {
     // stop with the io_context.
     auto shut_down = [&] {
       acceptor.close();
-      zk.async_close([&](std::error_code) { io.stop(); });
+      zk.async_close([&](zkasio::error_code) { io.stop(); });
     };
-    stop.async_wait([&](std::error_code, int) { shut_down(); });
+    stop.async_wait([&](zkasio::error_code, int) { shut_down(); });
     asio::co_spawn(io, listen(acceptor, book), [&](std::exception_ptr e) {
       if (!e || !acceptor.is_open()) return;  // (closed: shutting down)
       try {

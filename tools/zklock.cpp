@@ -321,7 +321,7 @@ class signal_queue {
 
  private:
   void arm() {
-    set_.async_wait([this](std::error_code ec, int signal_number) {
+    set_.async_wait([this](zkasio::error_code ec, int signal_number) {
       if (ec) return;  // destroyed: `this` is gone
       queue_.push_back(signal_number);
       bell_.expires_at(clock_type::time_point::min());
@@ -411,10 +411,10 @@ class runner {
         co_return failure_status;
       }
     say("acquiring " + o_.path);
-    std::error_code ec;
+    zkasio::error_code ec;
     zkasio::lock held;
     {
-      auto acquire = [&]() -> awaitable<std::tuple<std::error_code, zkasio::lock>> {
+      auto acquire = [&]() -> awaitable<std::tuple<zkasio::error_code, zkasio::lock>> {
         bool at_once = o_.timeout && *o_.timeout == 0;
         auto until = deadline.value_or(clock_type::time_point::max());
         auto token = as_tuple(use_awaitable);
@@ -463,7 +463,7 @@ class runner {
 
   // The session could not reach a ZooKeeper server (`ec`): says why, naming
   // the host or server when a failure ended the session.
-  int unreachable(const zkasio::session& s, std::error_code ec) const {
+  int unreachable(const zkasio::session& s, zkasio::error_code ec) const {
     auto why = s.failure();
     std::cerr << "zklock: cannot reach ZooKeeper at " << o_.hosts << ": " << (why.empty() ? ec.message() : why)
               << '\n';

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <tuple>
 #include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio {

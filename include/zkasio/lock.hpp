@@ -35,6 +35,7 @@
 #include <vector>
 #include <zkasio/detail/completion.hpp>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/operations.hpp>
 #include <zkasio/session.hpp>
 
@@ -90,7 +91,7 @@ struct lock_event {
   std::string_view node;  // granted, lost, released: the node's full path
   // granted, failed: since acquiring; lost, released: since granted.
   std::chrono::steady_clock::duration took{};
-  std::error_code error;  // failed: why (operation_aborted for a cancellation)
+  error_code error;  // failed: why (operation_aborted for a cancellation)
 };
 
 // lock_options' local_handoff: a zkasio::mutex's alone. An empty type that
@@ -254,7 +255,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // void(error_code)
   template <class Token = default_token>
   auto async_wait_lost(Token&& token = {}) const {
-    return asio::async_initiate<Token, void(std::error_code)>(
+    return asio::async_initiate<Token, void(error_code)>(
         [](auto handler, const lock* self) {
           self->launch(std::move(handler), detail::read_cancellation, &detail::start_wait_lost, self->grant_);
         },
@@ -286,7 +287,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // releases when it is launched, and this lock must live until then.
   template <class Token = default_token>
   auto async_release(Token&& token = {}) {
-    return asio::async_initiate<Token, void(std::error_code)>(
+    return asio::async_initiate<Token, void(error_code)>(
         [](auto handler, lock* self) {
           self->launch(std::move(handler), detail::write_cancellation, &detail::start_release,
                        std::exchange(self->grant_, {}));
@@ -299,7 +300,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // (the results include the check's, first).
   template <class Token = default_token>
   auto async_guarded_multi(std::vector<multi_op> ops, Token&& token = {}) {
-    return asio::async_initiate<Token, void(std::error_code, std::vector<op_result>)>(
+    return asio::async_initiate<Token, void(error_code, std::vector<op_result>)>(
         [](auto handler, const lock* self, std::vector<multi_op> ops) {
           self->launch<std::vector<op_result>>(std::move(handler), detail::write_cancellation,
                                                &detail::start_guarded_multi, self->grant_, std::move(ops));
@@ -314,7 +315,7 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   template <class... Values, class Handler, class Start, class... Args>
   void launch(Handler handler, asio::cancellation_type honoured, Start start, Args... args) const {
     if (!engine_)
-      return detail::complete_now(std::move(handler), asio::system_executor(), make_error_code(error::not_held),
+      return detail::complete_now(std::move(handler), asio::system_executor(), error_code(error::not_held),
                                   Values{}...);
     auto strand = get_executor();
     start(engine_, std::move(args)..., detail::make_completion<Values...>(std::move(handler), strand, strand, honoured));
@@ -353,7 +354,7 @@ Executor serialized(const Executor& caller) {
 // stop first, so a loss after this check reaches the body's next wait.
 template <class Result, class Executor, class Body>
 asio::awaitable<Result, Executor> run_body(const lock& held, Body& body) {
-  if (held.lost()) throw std::system_error(make_error_code(error::lock_lost), "with_lock " + held.node());
+  if (held.lost()) throw system_error(make_error_code(error::lock_lost), "with_lock " + held.node());
   co_return co_await call_body(body, held);
 }
 }  // namespace detail
@@ -388,7 +389,7 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
     // emitted on the body's executor. A loss before the body is bound to
     // it is seen by run_body's check.
     auto stop = std::make_shared<asio::cancellation_signal>();
-    held.async_wait_lost(asio::bind_executor(body_executor, [stop](std::error_code ec) {
+    held.async_wait_lost(asio::bind_executor(body_executor, [stop](error_code ec) {
       if (!ec) stop->emit(asio::cancellation_type::terminal);
     }));
     asio::cancellation_state own = co_await asio::this_coro::cancellation_state;
@@ -414,16 +415,16 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
   // cancellation would end its wait before the reply that may say the lock
   // was lost.
   bool lost = held.lost();
-  std::error_code released;
+  error_code released;
   auto where = "with_lock " + held.node();  // (the release empties `held`)
   bool throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
   co_await asio::this_coro::throw_if_cancelled(false);
   co_await held.async_release(asio::bind_cancellation_slot(
       asio::cancellation_slot(), asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released)));
   co_await asio::this_coro::throw_if_cancelled(throws_if_cancelled);
-  if (lost || released == error::lock_lost) throw std::system_error(make_error_code(error::lock_lost), where);
+  if (lost || released == error::lock_lost) throw system_error(make_error_code(error::lock_lost), where);
   if (failure) std::rethrow_exception(failure);
-  if (released) throw std::system_error(released, where);
+  if (released) throw system_error(released, where);
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);
 }
 

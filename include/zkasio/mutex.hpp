@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 #include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio {

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <variant>
 #include <vector>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio {
 
@@ -110,7 +111,7 @@ using multi_op = std::variant<op::check, op::create, op::remove, op::set_data>;
 // operation that caused it carries its error and the others a generic one
 // (ZooKeeper reports ok or runtime_inconsistency for them).
 struct op_result {
-  std::error_code error;
+  error_code error;
   std::string path;   // op::create: the created path
   node_stat stat;  // op::set_data: the node's new stat
 };

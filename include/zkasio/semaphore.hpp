@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 #include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio {
@@ -95,7 +96,7 @@ class semaphore : public detail::lock_object {
   static std::string leases_of(std::string_view path, std::size_t max_leases) {
     if (max_leases == 0) throw std::invalid_argument("zkasio::semaphore " + std::string(path) + ": max_leases must be at least 1");
     if (auto problem = path_problem(path); !problem.empty())
-      throw std::system_error(make_error_code(error::invalid_path), problem);
+      throw system_error(make_error_code(error::invalid_path), problem);
     return (path == "/" ? "" : std::string(path)) + "/leases";
   }
   template <class Token>

@@ -36,6 +36,7 @@
 #include <vector>
 #include <zkasio/detail/session_core.hpp>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/operations.hpp>
 #include <zkasio/session_options.hpp>
 
@@ -340,7 +341,7 @@ class session {
   // in the awaiting frame, which the pending operation (owned by the core) holds.
   template <class... Values, class Submit, class Token>
   auto initiate(asio::cancellation_type honoured, Submit submit, Token&& token) {
-    return asio::async_initiate<Token, void(std::error_code, Values...)>(
+    return asio::async_initiate<Token, void(error_code, Values...)>(
         [](auto handler, std::weak_ptr<core> weak, executor_type executor,
            asio::cancellation_type honoured, Submit submit) {
           auto c = weak.lock();
@@ -401,7 +402,7 @@ std::invoke_result_t<Body&, session&> with_session(session& s, Body body) {
   co_await asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
     return asio::cancellation_type::none;
   });
-  std::error_code closed;
+  error_code closed;
   co_await s.async_close(asio::redirect_error(asio::use_awaitable_t<executor_type>{}, closed));
   co_await asio::this_coro::reset_cancellation_state();
   if (failure) std::rethrow_exception(failure);

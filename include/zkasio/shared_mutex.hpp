@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio {

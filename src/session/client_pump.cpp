@@ -6,6 +6,7 @@
 
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
+#include <zkasio/error_code.hpp>
 
 #include "c_client_scope.hpp"
 
@@ -67,14 +68,14 @@ bool client_pump::watch_socket(int fd) {
   seen_dev_ = st.st_dev;
   seen_ino_ = st.st_ino;
   // Cancels the waits (their handlers see an old epoch) and closes our duplicate.
-  std::error_code ignored;
+  error_code ignored;
   socket_.close(ignored);
   ++epoch_;
   read_armed_ = write_armed_ = false;
   fd_ = fd;
   if (fd >= 0) {
     int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    std::error_code ec;
+    error_code ec;
     if (duplicate >= 0) socket_.assign(duplicate, ec);
     if (duplicate < 0 || ec) {
       // Out of descriptors: the timer keeps the client going, and the next
@@ -153,7 +154,7 @@ void client_pump::look_at_connection() {
 void client_pump::wait_for(asio::posix::stream_descriptor::wait_type type, bool& armed) {
   if (armed) return;
   armed = true;
-  socket_.async_wait(type, [this, &armed, epoch = epoch_, keep = keep_alive_.lock()](std::error_code ec) {
+  socket_.async_wait(type, [this, &armed, epoch = epoch_, keep = keep_alive_.lock()](error_code ec) {
     if (epoch != epoch_ || ec == asio::error::operation_aborted) return;
     armed = false;
     poke();
@@ -172,7 +173,7 @@ void client_pump::arm(int interest, const timeval& tv) {
   timer_armed_ = true;
   timer_deadline_ = deadline;
   timer_.expires_at(deadline);
-  timer_.async_wait([this, keep = keep_alive_.lock()](std::error_code ec) {
+  timer_.async_wait([this, keep = keep_alive_.lock()](error_code ec) {
     if (ec == asio::error::operation_aborted) return;  // re-armed or detached
     timer_armed_ = false;
     poke();

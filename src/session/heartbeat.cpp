@@ -16,7 +16,7 @@ void heartbeat::start() {
   // flight (its answer moves last_contact), a period from now.
   timer_.expires_at(in_flight_ ? clock::now() + period : session_.last_contact() + period);
   // (The session owns this: alive while the session is.)
-  timer_.async_wait([this, weak = session_.weak_from_this(), period](std::error_code ec) {
+  timer_.async_wait([this, weak = session_.weak_from_this(), period](error_code ec) {
     auto alive = weak.lock();
     if (ec || !alive || !session_.connected()) return;
     if (!in_flight_ && clock::now() - session_.last_contact() >= period) {

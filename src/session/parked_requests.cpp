@@ -6,7 +6,7 @@
 namespace zkasio::detail {
 
 void parked_requests::park(clock::time_point deadline, std::function<void()> resend,
-                           std::function<void(std::error_code)> fail, std::function<bool()> abandoned,
+                           std::function<void(error_code)> fail, std::function<bool()> abandoned,
                            std::weak_ptr<const void> alive) {
   if (parked_.size() >= sweep_at_) {
     std::erase_if(parked_, [](const parked_request& p) { return p.abandoned(); });
@@ -23,7 +23,7 @@ void parked_requests::resend_all() {
     if (!parked.abandoned()) parked.resend();
 }
 
-void parked_requests::fail_all(std::error_code ec) {
+void parked_requests::fail_all(error_code ec) {
   timer_.cancel();
   armed_ = clock::time_point::max();
   for (auto& parked : std::exchange(parked_, {})) parked.fail(ec);
@@ -33,7 +33,7 @@ void parked_requests::arm_timer(clock::time_point at, std::weak_ptr<const void> 
   armed_ = at;
   if (at == clock::time_point::max()) return;
   timer_.expires_at(at);
-  timer_.async_wait([this, alive](std::error_code ec) {
+  timer_.async_wait([this, alive](error_code ec) {
     auto owner = alive.lock();
     if (ec || !owner) return;
     auto now = clock::now();

@@ -14,6 +14,7 @@
 #include <list>
 #include <memory>
 #include <zkasio/detail/session_core.hpp>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -27,18 +28,18 @@ class parked_requests {
   // `abandoned`: true once its caller gave up (cancelled): then dropped
   // unsent. `alive`: the owner, which the deadline's timer handler checks
   // before it touches this.
-  void park(clock::time_point deadline, std::function<void()> resend, std::function<void(std::error_code)> fail,
+  void park(clock::time_point deadline, std::function<void()> resend, std::function<void(error_code)> fail,
             std::function<bool()> abandoned, std::weak_ptr<const void> alive);
   // Connected: every parked request goes, in order.
   void resend_all();
   // Every parked request fails with `ec`; the timer stops.
-  void fail_all(std::error_code ec);
+  void fail_all(error_code ec);
 
  private:
   struct parked_request {
     clock::time_point deadline;
     std::function<void()> resend;
-    std::function<void(std::error_code)> fail;
+    std::function<void(error_code)> fail;
     std::function<bool()> abandoned;
   };
   // The timer, to fail what is parked until `at` (max: not armed).

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <tuple>
+#include <zkasio/error_code.hpp>
 
 #include "session_impl.hpp"
 
@@ -37,7 +38,7 @@ std::unique_ptr<Request> take_back(const void* context, int rc) {
 
 // Completes `done` with `ec` when there is one: the request is not sent.
 template <class... Values>
-bool refused(const completion_ptr<Values...>& done, std::error_code ec) {
+bool refused(const completion_ptr<Values...>& done, error_code ec) {
   if (!ec) return false;
   done->complete(ec, Values{}...);
   return true;

@@ -20,7 +20,7 @@ constexpr int host_resolution_delay_ms = 30'000;
 // resolved (unresolvable_host, naming each with the resolver's reason; the
 // C client says so only in its log), or it is malformed. Resolves again, on
 // this failure path only.
-std::pair<std::error_code, std::string> refused_hosts(const std::string& hosts) {
+std::pair<error_code, std::string> refused_hosts(const std::string& hosts) {
   auto list = hosts.substr(0, hosts.find('/'));  // without the chroot
   std::string unresolved;
   bool any = false, resolved = false;
@@ -218,13 +218,13 @@ void session_impl::set_state(session_state s) {
   }
 }
 
-void session_impl::fail_everything(std::error_code ec) {
+void session_impl::fail_everything(error_code ec) {
   for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete(ec);
   parked_.fail_all(ec);
   watches_.fail_all(ec);
 }
 
-void session_impl::end_for_good(std::error_code why, std::string what) {
+void session_impl::end_for_good(error_code why, std::string what) {
   if (closing_ || state() == session_state::closed) return;
   if (options_.log) options_.log(what);
   {
@@ -240,7 +240,7 @@ void session_impl::end_for_good(std::error_code why, std::string what) {
   for (auto& waiter : std::exchange(close_waiters_, {})) waiter->complete({});
 }
 
-std::error_code session_impl::translate(int rc) const {
+error_code session_impl::translate(int rc) const {
   switch (rc) {
     case ZOK: return {};
     // The request got no answer: it may have been applied, or not. The C
@@ -283,7 +283,7 @@ void session_impl::note_answer(int rc, clock::time_point submitted) {
 
 // ---------------------------------------------------------------- input
 
-std::error_code session_impl::unusable() const {
+error_code session_impl::unusable() const {
   if (ended_by_) return ended_by_;
   if (closing_ || !zh_ || state() == session_state::closed)
     return make_error_code(error::session_closed);
@@ -293,7 +293,7 @@ std::error_code session_impl::unusable() const {
   return {};
 }
 
-std::error_code session_impl::admit(std::string_view path, bool seq, std::size_t bytes) const {
+error_code session_impl::admit(std::string_view path, bool seq, std::size_t bytes) const {
   if (auto ec = unusable()) return ec;
   if (auto problem = path_problem(path, seq); !problem.empty()) {
     if (options_.log) options_.log(problem);
@@ -351,7 +351,7 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
 // ---------------------------------------------------------------- waiting for the connection
 
 void session_impl::when_connected(clock::time_point deadline, std::function<void()> resend,
-                                  std::function<void(std::error_code)> fail, std::function<bool()> abandoned) {
+                                  std::function<void(error_code)> fail, std::function<bool()> abandoned) {
   if (auto ec = unusable()) return fail(ec);
   if (clock::now() >= deadline) return fail(make_error_code(zk_error::connection_loss));
   if (connected()) return resend();
@@ -375,7 +375,7 @@ void session_impl::close(completion_ptr<> done) {
   auto patience = std::min<std::chrono::milliseconds>(negotiated_timeout() / 3,
                                                       std::chrono::seconds(1));
   close_probe_timer_.expires_after(patience);
-  close_probe_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+  close_probe_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (ec) return;
     if (int fd = self->pump_.socket(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
     self->finish_close();

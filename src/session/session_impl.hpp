@@ -19,6 +19,7 @@
 #include <vector>
 #include <zkasio/detail/session_core.hpp>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 
 #include "c_client_scope.hpp"
 #include "client_pump.hpp"
@@ -64,7 +65,7 @@ class session_impl final : public session_core,
   const session_options& options() const noexcept { return options_; }
   bool connected() const noexcept { return state() == session_state::connected; }
   // The C client's code as the error callers see.
-  std::error_code translate(int rc) const;
+  error_code translate(int rc) const;
   // A reply came: the server saw the session at `submitted` at the latest.
   void note_answer(int rc, clock::time_point submitted);
   // A request was handed to the C client: let it send.
@@ -74,7 +75,7 @@ class session_impl final : public session_core,
   // or the request is `abandoned` (cancelled: dropped). For a request
   // submitted while not connected, and a read that hit a connection loss.
   void when_connected(clock::time_point deadline, std::function<void()> resend,
-                      std::function<void(std::error_code)> fail, std::function<bool()> abandoned);
+                      std::function<void(error_code)> fail, std::function<bool()> abandoned);
 
  private:
   void open_handle();
@@ -84,16 +85,16 @@ class session_impl final : public session_core,
   // The connection is gone (the session may live on): suspended.
   void on_disconnected();
   void set_state(session_state s);
-  void fail_everything(std::error_code ec);
+  void fail_everything(error_code ec);
   // A failure ends the session for good: `why` for every operation from
   // now on, `what` (naming the host or server) in failure() and the log.
-  void end_for_good(std::error_code why, std::string what);
+  void end_for_good(error_code why, std::string what);
   void finish_close();
   // Why the session can take no request now (closed, closing, auth failed,
   // expired for good), if it cannot.
-  std::error_code unusable() const;
+  error_code unusable() const;
   // Why a request may not be sent (closing, a bad path, over jute.maxbuffer), if it may not.
-  std::error_code admit(std::string_view path, bool sequential = false, std::size_t bytes = 0) const;
+  error_code admit(std::string_view path, bool sequential = false, std::size_t bytes = 0) const;
 
   static void session_watcher(zhandle_t*, int type, int state, const char*, void* context);
 
@@ -101,7 +102,7 @@ class session_impl final : public session_core,
   zhandle_t* zh_ = nullptr;
   client_pump pump_;
   bool closing_ = false;
-  std::error_code ended_by_;  // what ended the session for good (end_for_good), if a failure did
+  error_code ended_by_;  // what ended the session for good (end_for_good), if a failure did
   std::vector<completion_ptr<>> connect_waiters_;
   std::list<std::pair<session_state, completion_ptr<session_state>>> state_waiters_;
   std::vector<completion_ptr<>> close_waiters_;

@@ -22,7 +22,7 @@ bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& do
   if (s->connected()) return false;
   s->when_connected(
       session_core::clock::time_point::max(), std::move(resend),
-      [done](std::error_code ec) { done->complete(ec, Values{}...); }, [done] { return done->done(); });
+      [done](error_code ec) { done->complete(ec, Values{}...); }, [done] { return done->done(); });
   return true;
 }
 
@@ -89,7 +89,7 @@ void session_impl::set_data(std::string path, std::string data, std::int32_t ver
 
 void session_impl::add_auth(std::string scheme, std::string credentials, completion_ptr<> done) {
   if (refused(done, unusable())) return;
-  if (refused(done, scheme.empty() ? make_error_code(zk_error::bad_arguments) : std::error_code()))
+  if (refused(done, scheme.empty() ? error_code(zk_error::bad_arguments) : error_code()))
     return;
   auths_.emplace_back(scheme, credentials);
   authenticated_.store(true, std::memory_order_release);
@@ -151,7 +151,7 @@ struct multi_request : request<std::vector<op_result>> {
 };
 
 void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) {
-  if (refused(done, ops.empty() ? make_error_code(zk_error::bad_arguments) : std::error_code()))
+  if (refused(done, ops.empty() ? error_code(zk_error::bad_arguments) : error_code()))
     return;
   // The server checks the whole packet against jute.maxbuffer, so the whole counts.
   std::size_t bytes = header_bytes + multi_header_bytes;
@@ -196,7 +196,7 @@ void resend_read(session_impl* s, std::string path, completion_ptr<Result> done,
                  session_core::clock::time_point deadline, Send send) {
   s->when_connected(
       deadline, [s, path, done, deadline, send] { send_read<Result>(s, path, done, deadline, send); },
-      [done](std::error_code ec) { done->complete(ec, Result{}); }, [done] { return done->done(); });
+      [done](error_code ec) { done->complete(ec, Result{}); }, [done] { return done->done(); });
 }
 
 template <class Result, class Send>

@@ -151,7 +151,7 @@ void watch_registry::on_event(watch_point* point, int type) {
   withdraw_if_idle(point);
 }
 
-void watch_registry::settle(watch_point* point, std::error_code ec, std::optional<event_type> event) {
+void watch_registry::settle(watch_point* point, error_code ec, std::optional<event_type> event) {
   for (auto& w : point->waiters) {
     if (w.deleted) {
       if (ec || event == event_type::deleted) w.deleted->complete(ec);
@@ -211,7 +211,7 @@ void watch_registry::free_if_unused(watch_point* point) {
   points_.erase(point->self);
 }
 
-void watch_registry::fail_all(std::error_code ec) {
+void watch_registry::fail_all(error_code ec) {
   for (auto& point : points_) {
     settle(&point, ec, std::nullopt);
     point.waiters.clear();

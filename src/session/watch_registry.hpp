@@ -40,7 +40,7 @@ class watch_registry {
   // Connected: sets the watches that waiters wait for and no one set yet.
   void arm_waiting();
   // Completes every waiter with `ec` (the session expired or is closing).
-  void fail_all(std::error_code ec);
+  void fail_all(error_code ec);
   // The handle was closed: the C client freed its watcher objects without
   // calling them, so every point goes.
   void forget_all();
@@ -61,7 +61,7 @@ class watch_registry {
   struct watch_request;
 
   void arm(watch_point* point);
-  void settle(watch_point* point, std::error_code ec, std::optional<event_type> event);
+  void settle(watch_point* point, error_code ec, std::optional<event_type> event);
   void withdraw_if_idle(watch_point* point);
   void free_if_unused(watch_point* point);
   // The C client's callbacks (through the point: its context).

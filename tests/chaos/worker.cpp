@@ -174,11 +174,11 @@ struct request {
 };
 
 // What an acquire got: one lock, or a semaphore's leases.
-using acquired = std::tuple<std::error_code, std::vector<lock>>;
+using acquired = std::tuple<zkasio::error_code, std::vector<lock>>;
 using acquire_token = decltype(asio::bind_cancellation_slot(asio::cancellation_slot(), as_tuple(use_awaitable)));
 
 template <class Held>
-awaitable<acquired> as_holds(awaitable<std::tuple<std::error_code, Held>> acquire) {
+awaitable<acquired> as_holds(awaitable<std::tuple<zkasio::error_code, Held>> acquire) {
   auto [ec, held] = co_await std::move(acquire);
   std::vector<lock> holds;
   if (!ec) holds.push_back(std::move(held));
@@ -283,7 +283,7 @@ awaitable<void> hold_for(std::vector<lock>& held, std::chrono::nanoseconds lengt
   // Shared with the lost waits, which complete (not_held) only at the release.
   auto ended = std::make_shared<asio::steady_timer>(executor, length);
   for (auto& l : held)
-    l.async_wait_lost(asio::bind_executor(executor, [ended](std::error_code ec) {
+    l.async_wait_lost(asio::bind_executor(executor, [ended](zkasio::error_code ec) {
       if (!ec) ended->cancel();
     }));
   co_await ended->async_wait(as_tuple(use_awaitable));
@@ -315,7 +315,7 @@ struct worker {
     asio::steady_timer cancel_timer(co_await asio::this_coro::executor);
     if (cancel_at) {
       cancel_timer.expires_at(*cancel_at);
-      cancel_timer.async_wait([cancel](std::error_code ec) {
+      cancel_timer.async_wait([cancel](zkasio::error_code ec) {
         if (!ec) cancel->emit(asio::cancellation_type::terminal);
       });
     }
@@ -420,7 +420,7 @@ int run_worker(const worker_options& o) {
   auto final_deadline = stop_at + o.longest_wait + longest_hold + 2 * o.session_timeout + std::chrono::seconds(5);
   asio::steady_timer watchdog(io, final_deadline + std::chrono::seconds(10));
   int status = 0;
-  watchdog.async_wait([&](std::error_code ec) {
+  watchdog.async_wait([&](zkasio::error_code ec) {
     if (ec) return;
     for (auto& [id, a] : w.in_flight) w.log.write(format(a));
     std::cerr << "chaos worker " << o.index << ": " << w.in_flight.size() << " acquires never completed\n";

@@ -86,7 +86,7 @@ TEST_CASE_FIXTURE(identities, "mutex: another identity reads the queue, but neit
     try {
       auto never = co_await m_wrong.async_acquire(use_awaitable);
       FAIL("granted to another identity: " << never.node());
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       CHECK(e.code() == zk_error::no_auth);
       CHECK(std::string(e.what()).find("wrong digest password") != std::string::npos);
     }

@@ -94,7 +94,7 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
     // so a missed change would leave it waiting (and fail the bound). It
     // watches until cancelled.
     asio::cancellation_signal stop_observer;
-    std::error_code observer_end;
+    zkasio::error_code observer_end;
     test_event observer_done(io.get_executor());
     auto observe = [&]() -> awaitable<void> {
       auto current = co_await elections[0].async_leader(use_awaitable);
@@ -106,7 +106,7 @@ TEST_CASE("one leader at any moment among 50 candidates over 8 sessions; fair mo
     asio::co_spawn(io, observe(), asio::bind_cancellation_slot(stop_observer.slot(), [&](std::exception_ptr e) {
                      try {
                        if (e) std::rethrow_exception(e);
-                     } catch (const std::system_error& x) {
+                     } catch (const zkasio::system_error& x) {
                        observer_end = x.code();
                      }
                      observer_done.count();
@@ -155,7 +155,7 @@ TEST_CASE("the observers: nobody, then who campaigned; a change since the last l
       // Waiting for a first leader.
       std::optional<std::optional<leader>> changed;
       test_event change(io.get_executor());
-      eb.async_leader_changed(std::nullopt, [&](std::error_code ec, std::optional<leader> who) {
+      eb.async_leader_changed(std::nullopt, [&](zkasio::error_code ec, std::optional<leader> who) {
         CHECK(!ec);
         changed = who;
         change.count();
@@ -177,9 +177,9 @@ TEST_CASE("the observers: nobody, then who campaigned; a change since the last l
       CHECK(now->fencing_token > last->fencing_token);
       // Cancelled, an observer completes with operation_aborted.
       asio::cancellation_signal cancel;
-      std::error_code observed;
+      zkasio::error_code observed;
       test_event aborted(io.get_executor());
-      ea.async_leader_changed(now, asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, auto) {
+      ea.async_leader_changed(now, asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec, auto) {
                                 observed = ec;
                                 aborted.count();
                               }));
@@ -209,7 +209,7 @@ TEST_CASE("an authenticated observer of an election not made yet makes nothing: 
       co_await watcher.async_add_auth("digest", "observer:secret", use_awaitable);
       std::optional<std::optional<leader>> changed;
       test_event change(io.get_executor());
-      observed.async_leader_changed(std::nullopt, [&](std::error_code ec, std::optional<leader> who) {
+      observed.async_leader_changed(std::nullopt, [&](zkasio::error_code ec, std::optional<leader> who) {
         CHECK(!ec);
         changed = who;
         change.count();
@@ -230,7 +230,7 @@ TEST_CASE("an authenticated observer of an election not made yet makes nothing: 
       election unused(watcher, never + "/e", mode);
       asio::cancellation_signal cancel;
       test_event aborted(io.get_executor());
-      unused.async_leader_changed(std::nullopt, asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, auto) {
+      unused.async_leader_changed(std::nullopt, asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec, auto) {
                                     CHECK(ec == asio::error::operation_aborted);
                                     aborted.count();
                                   }));
@@ -256,7 +256,7 @@ TEST_CASE("an observer waiting for an election's path wakes when a candidate mak
     election observer(a, path), candidate(b, path);
     run(io, [&]() -> awaitable<void> {
       std::optional<std::optional<leader>> seen;
-      observer.async_leader_changed(std::nullopt, [&](std::error_code ec, std::optional<leader> who) {
+      observer.async_leader_changed(std::nullopt, [&](zkasio::error_code ec, std::optional<leader> who) {
         CHECK(!ec);
         seen = who;
       });
@@ -278,10 +278,10 @@ TEST_CASE_FIXTURE(proxied_server, "the leader's session expires: its lost signal
     run(io, [&]() -> awaitable<void> {
       auto leads = co_await el.async_campaign("first", use_awaitable);
       auto timeout = leader_session.negotiated_timeout();
-      std::optional<std::error_code> follower_ec;
+      std::optional<zkasio::error_code> follower_ec;
       leadership next;
       test_event next_leads(io.get_executor());
-      ef.async_campaign("second", [&](std::error_code ec, leadership l) {
+      ef.async_campaign("second", [&](zkasio::error_code ec, leadership l) {
         follower_ec = ec;
         next = std::move(l);
         next_leads.count();
@@ -320,9 +320,9 @@ TEST_CASE("resignation, cancellation, timeouts and destruction leave no node; wi
       // A waiting campaign, cancelled (terminal, then partial).
       for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
         asio::cancellation_signal cancel;
-        std::optional<std::error_code> outcome;
+        std::optional<zkasio::error_code> outcome;
         test_event done(io.get_executor());
-        eb.async_campaign("b", asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, leadership) {
+        eb.async_campaign("b", asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec, leadership) {
                             outcome = ec;
                             done.count();
                           }));
@@ -370,9 +370,9 @@ TEST_CASE_FIXTURE(proxied_server, "race mode: a create whose reply was lost is f
     // Cancelled while its reply is held back: the node it made goes.
     proxy.hold_replies();
     asio::cancellation_signal cancel;
-    std::optional<std::error_code> outcome;
+    std::optional<zkasio::error_code> outcome;
     test_event done(io.get_executor());
-    e.async_campaign("cancelled", asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, leadership) {
+    e.async_campaign("cancelled", asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec, leadership) {
                        outcome = ec;
                        done.count();
                      }));
@@ -420,8 +420,8 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
   session a(io, test_options(shared_hosts())), b(io, test_options(shared_hosts()));
   auto path = unique_path("race-mutex-try") + "/deeper/lock";
   race_mutex ma(a, path), mb(b, path);
-  CHECK_THROWS_WITH_AS(race_mutex(a, "no-slash"), doctest::Contains("no-slash"), std::system_error);
-  CHECK_THROWS_AS(election(a, "/", election_mode::race), std::system_error);
+  CHECK_THROWS_WITH_AS(race_mutex(a, "no-slash"), doctest::Contains("no-slash"), zkasio::system_error);
+  CHECK_THROWS_AS(election(a, "/", election_mode::race), zkasio::system_error);
   run(io, [&]() -> awaitable<void> {
     // A persistent node at the path is no race node: refused at once, not waited for.
     auto taken = unique_path("race-mutex-persistent");
@@ -627,8 +627,8 @@ TEST_CASE_FIXTURE(proxied_server, "the race mutex: an attempt that reads its rep
   // attempt's strand, which is kept busy.
   auto creates = proxy.requests_forwarded(ZOO_CREATE2_OP) + proxy.requests_forwarded(ZOO_CREATE_OP);
   proxy.hold_replies();
-  std::promise<std::error_code> old_outcome;
-  m_old.async_acquire([&](std::error_code ec, lock) { old_outcome.set_value(ec); });
+  std::promise<zkasio::error_code> old_outcome;
+  m_old.async_acquire([&](zkasio::error_code ec, lock) { old_outcome.set_value(ec); });
   REQUIRE(poll_until([&] { return proxy.requests_forwarded(ZOO_CREATE2_OP) + proxy.requests_forwarded(ZOO_CREATE_OP) > creates; }, 5000ms));
   std::atomic<bool> busy{false};
   asio::post(m_old.get_executor(), [&, until = free_strand.get_future()] {
@@ -708,7 +708,7 @@ TEST_CASE("async_leader_changed: a leader other than last_seen completes it at o
       cancellable<std::optional<leader>> at_once(io);
       std::optional<leader> now;
       ea.async_leader_changed(seen, asio::bind_cancellation_slot(at_once.cancel.slot(),
-                                                                 [&](std::error_code ec, std::optional<leader> who) {
+                                                                 [&](zkasio::error_code ec, std::optional<leader> who) {
                                                                    at_once.ec = ec;
                                                                    now = std::move(who);
                                                                    at_once.done.count();
@@ -730,7 +730,7 @@ TEST_CASE("async_leader_changed: a leader other than last_seen completes it at o
       // The election goes on: the next wait sees the resignation.
       std::optional<std::optional<leader>> after;
       test_event changed(io.get_executor());
-      ea.async_leader_changed(now, [&](std::error_code ec, std::optional<leader> who) {
+      ea.async_leader_changed(now, [&](zkasio::error_code ec, std::optional<leader> who) {
         CHECK_FALSE(ec);
         after = std::move(who);
         changed.count();

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <zkasio/error_code.hpp>
 
 #include "support/async.hpp"
 #include "support/lock_test.hpp"
@@ -99,7 +100,7 @@ awaitable<void> client(int id, lock_servers& servers, tally& t, bool ones, std::
     }
     auto request = "ADD " + account + " " + std::to_string(amount) + "\n";
     auto [write_ec, written] = co_await asio::async_write(socket, asio::buffer(request), as_tuple(asio::use_awaitable));
-    std::error_code read_ec = write_ec;
+    zkasio::error_code read_ec = write_ec;
     std::size_t n = 0;
     if (!write_ec)
       std::tie(read_ec, n) = co_await asio::async_read_until(socket, asio::dynamic_buffer(buffer), '\n',

@@ -242,7 +242,7 @@ TEST_CASE("local handoff: the lead handed over as the waiter's deadline fires go
     acquire_outcome waiter(io);
     m.async_acquire_until(deadline, waiter.handler());
     asio::steady_timer just_before(io, deadline - 1ms);
-    just_before.async_wait([&](std::error_code) {
+    just_before.async_wait([&](zkasio::error_code) {
       first.async_release(asio::detached);
       std::this_thread::sleep_until(deadline + 5ms);
     });
@@ -608,7 +608,7 @@ TEST_CASE("local handoff: bad options say what is wrong") {
   auto message_of = [](auto make) {
     try {
       make();
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       CHECK(e.code() == std::errc::invalid_argument);
       return std::string(e.what());
     }

@@ -158,7 +158,7 @@ TEST_CASE_FIXTURE(proxied_server, "with_lock: a lock lost as it was granted neve
   session observer(io, test_options(servers.hosts(), 10s));
   mutex m(s, "/granted-lost", {.policy = lost_policy::on_suspend});
   bool started = false, completed = false;
-  std::optional<std::error_code> outcome;
+  std::optional<zkasio::error_code> outcome;
   test_event finished(io.get_executor()), body_started(io.get_executor());
   run(io, [&]() -> awaitable<void> {
     auto first = co_await m.async_acquire(use_awaitable);
@@ -173,7 +173,7 @@ TEST_CASE_FIXTURE(proxied_server, "with_lock: a lock lost as it was granted neve
       outcome.emplace();
       if (e) try {
           std::rethrow_exception(e);
-        } catch (const std::system_error& failure) {
+        } catch (const zkasio::system_error& failure) {
           *outcome = failure.code();
         }
       finished.count();
@@ -519,7 +519,7 @@ TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body,
             co_await forever.async_wait(use_awaitable);
             ++completed;
           });
-        } catch (const std::system_error& e) {
+        } catch (const zkasio::system_error& e) {
           if (e.code() == error::lock_lost) ++lost;
         }
       }
@@ -575,7 +575,7 @@ TEST_CASE("with_lock on a thread pool: the body runs on its caller's strand, in 
         co_await forever.async_wait(caller_token{});
         ++completed;
       });
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       if (e.code() == error::lock_lost) ++lost;
     }
     if (!caller_strand.running_in_this_thread()) ++off_strand;
@@ -1248,16 +1248,16 @@ TEST_CASE_FIXTURE(proxied_server, "out of descriptors while reconnecting: a rele
     proxy.drop_now();
     REQUIRE(co_await eventually([&] { return s.state() == session_state::suspended; }, 5s));
     auto contact = s.last_contact();
-    std::optional<std::error_code> released, written;
+    std::optional<zkasio::error_code> released, written;
     test_event both(io.get_executor(), 2);
     {
       descriptor_famine famine;
       if (attempts_in_famine > 0) famine.start();
-      held.async_release([&](std::error_code ec) {
+      held.async_release([&](zkasio::error_code ec) {
         released = ec;
         both.count();
       });
-      s.async_set_data("/famine", "x", [&](std::error_code ec, node_stat) {
+      s.async_set_data("/famine", "x", [&](zkasio::error_code ec, node_stat) {
         written = ec;
         both.count();
       });
@@ -1341,13 +1341,13 @@ struct cancelled_caller {
 
   // What with_lock(m, body) said: nothing when it completed.
   template <class Body>
-  std::error_code with_lock_outcome(mutex& m, Body body) {
-    std::optional<std::error_code> outcome;
+  zkasio::error_code with_lock_outcome(mutex& m, Body body) {
+    std::optional<zkasio::error_code> outcome;
     auto caller = [&]() -> awaitable<void> {
       try {
         co_await with_lock(m, std::move(body));
-        outcome = std::error_code{};
-      } catch (const std::system_error& e) {
+        outcome = zkasio::error_code{};
+      } catch (const zkasio::system_error& e) {
         outcome = e.code();
       }
       // (Not an operation: a cancelled caller may still ask.)
@@ -1450,7 +1450,7 @@ TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the 
     bool waited_to_the_end = false;
     auto outcome = t.with_lock_outcome(m, [&](const lock& held) -> awaitable<void> {
       if (!cancel_first)
-        held.async_wait_lost([&](std::error_code ec) {
+        held.async_wait_lost([&](zkasio::error_code ec) {
           if (!ec) cancel_caller();
         });
       // (The loss may stop this wait already: the watch's event comes
@@ -1504,12 +1504,12 @@ TEST_CASE("with_lock: a loss after the body has started, before its first wait, 
     mutex m(s, path);
     std::atomic<bool> removed{false};
     bool saw_loss_before_waiting = false, waited_to_the_end = false;
-    std::optional<std::error_code> outcome;
+    std::optional<zkasio::error_code> outcome;
     auto caller = [&]() -> awaitable<void> {
       try {
         co_await with_lock(m, [&](const lock& held) -> awaitable<void> {
           // (On the lock's thread: this thread does not wait meanwhile.)
-          other.async_remove(held.node(), [&](std::error_code) { removed = true; });
+          other.async_remove(held.node(), [&](zkasio::error_code) { removed = true; });
           auto give_up = std::chrono::steady_clock::now() + 20s;
           while (!held.lost() && std::chrono::steady_clock::now() < give_up)
             std::this_thread::sleep_for(1ms);
@@ -1519,8 +1519,8 @@ TEST_CASE("with_lock: a loss after the body has started, before its first wait, 
           co_await forever.async_wait(use_awaitable);
           waited_to_the_end = true;
         });
-        outcome = std::error_code{};
-      } catch (const std::system_error& e) {
+        outcome = zkasio::error_code{};
+      } catch (const zkasio::system_error& e) {
         outcome = e.code();
       }
     };
@@ -1562,7 +1562,7 @@ TEST_CASE_FIXTURE(proxied_server, "a waiter whose listing answer comes with its 
       m.async_acquire(w.handler());
       REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 2; }, 5s));
       test_event closed(io.get_executor());
-      s.async_close([&](std::error_code) { closed.count(); });
+      s.async_close([&](zkasio::error_code) { closed.count(); });
       REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() >= before + 3; }, 5s));
       proxy.pass();
       REQUIRE(co_await closed.wait(5s));

@@ -43,7 +43,7 @@ void queue_restart_drain(int locks, int waiters) {
     for (auto& m : mutexes) holders.push_back(co_await m->async_acquire(use_awaitable));
     for (int i = 0; i < locks; ++i)
       for (int w = 0; w < waiters; ++w)
-        mutexes[static_cast<std::size_t>(i)]->async_acquire([&, i](std::error_code ec, lock l) {
+        mutexes[static_cast<std::size_t>(i)]->async_acquire([&, i](zkasio::error_code ec, lock l) {
           if (ec) {
             ++failures;
             ++failed_with[ec.message()];
@@ -52,7 +52,7 @@ void queue_restart_drain(int locks, int waiters) {
           ++grants;
           auto name = l.node().substr(l.node().rfind('/') + 1);
           granted[static_cast<std::size_t>(i)].push_back(zkasio::detail::parse_lock_node(name)->sequence);
-          l.async_release([](std::error_code) {});
+          l.async_release([](zkasio::error_code) {});
         });
     for (auto& m : mutexes)
       REQUIRE(co_await settles_at(observer, m->path(), static_cast<std::size_t>(waiters) + 1, 120s));

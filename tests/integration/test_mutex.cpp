@@ -104,7 +104,7 @@ TEST_CASE("an observer hears each acquire and each grant: acquiring, then grante
     kind what;
     std::string node;
     std::chrono::steady_clock::duration took;
-    std::error_code error;
+    zkasio::error_code error;
   };
   std::vector<heard> events;
   bool on_strand = true, path_right = true;
@@ -275,8 +275,8 @@ TEST_CASE("cancellation and timeouts at every stage leave no node behind") {
     // Before the create's reply: cancelled at once.
     {
       asio::cancellation_signal signal;
-      std::optional<std::error_code> result;
-      m.async_acquire(asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, lock) {
+      std::optional<zkasio::error_code> result;
+      m.async_acquire(asio::bind_cancellation_slot(signal.slot(), [&](zkasio::error_code ec, lock) {
         result = ec;
       }));
       signal.emit(asio::cancellation_type::terminal);
@@ -394,9 +394,9 @@ TEST_CASE("a cancelled release (terminal or partial) completes at once, and the 
     node = held.node();
     servers.pause();
     asio::cancellation_signal cancel;
-    std::optional<std::error_code> result;
+    std::optional<zkasio::error_code> result;
     test_event done(io.get_executor());
-    held.async_release(asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec) {
+    held.async_release(asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec) {
       result = ec;
       done.count();
     }));
@@ -504,7 +504,7 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
     CHECK(results.size() == 2);
 
     // A body running under the lost signal is aborted by a revocation.
-    std::error_code body_ec;
+    zkasio::error_code body_ec;
     auto body = [&]() -> awaitable<void> {
       asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
       co_await forever.async_wait(asio::redirect_error(use_awaitable, body_ec));
@@ -540,14 +540,14 @@ TEST_CASE("revocation, guarded writes and with_lock's body bound to the lost sig
     co_await s.async_remove(path + "-state", use_awaitable);
 
     // with_lock revoked during its body: lock_lost, not a plain cancellation.
-    std::error_code failure;
+    zkasio::error_code failure;
     try {
       co_await with_lock(m, [&](const lock& inside) -> awaitable<void> {
         co_await other_mutex.async_revoke(inside.node(), use_awaitable);
         asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
         co_await forever.async_wait(use_awaitable);
       });
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       failure = e.code();
     }
     CHECK(failure == error::lock_lost);
@@ -574,7 +574,7 @@ TEST_CASE_FIXTURE(holder_and_operator, "with_lock: the body runs under the lock 
     CHECK((co_await lock_nodes(s, path)).empty());
 
     // A body interrupted by the loss of the lock (its node deleted by an operator).
-    std::error_code aborted;
+    zkasio::error_code aborted;
     std::string what, node;
     try {
       co_await with_lock(m, [&]() -> awaitable<void> {
@@ -584,13 +584,14 @@ TEST_CASE_FIXTURE(holder_and_operator, "with_lock: the body runs under the lock 
         asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
         co_await forever.async_wait(use_awaitable);
       });
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       aborted = e.code();
       what = e.what();
     }
     CHECK(aborted == error::lock_lost);  // not a plain cancellation: the lock was lost
     // The error names the lock node (before: "with_lock : the lock was lost").
-    CHECK(what == "with_lock " + node + ": the lock was lost");
+    // (Boost's system_error adds " [category:value]".)
+    CHECK(what.starts_with("with_lock " + node + ": the lock was lost"));
   }());
 }
 
@@ -609,7 +610,7 @@ TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, 
     CHECK_FALSE(held.lost());
 
     // Work stopped by the loss, through the awaitable operators.
-    std::error_code work_ec;
+    zkasio::error_code work_ec;
     auto work = [&]() -> awaitable<void> {
       asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
       co_await forever.async_wait(asio::redirect_error(use_awaitable, work_ec));
@@ -638,8 +639,8 @@ TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, 
 
     // Released while waiting: not_held; after the release: not_held at once.
     auto again = co_await m.async_acquire();
-    std::optional<std::error_code> released_wait;
-    again.async_wait_lost([&](std::error_code ec) { released_wait = ec; });
+    std::optional<zkasio::error_code> released_wait;
+    again.async_wait_lost([&](zkasio::error_code ec) { released_wait = ec; });
     co_await again.async_release();
     CHECK(co_await eventually([&] { return released_wait.has_value(); }));
     CHECK(*released_wait == error::not_held);
@@ -647,10 +648,10 @@ TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, 
     CHECK(after_ec == error::not_held);
 
     // Destroyed while waiting: not_held.
-    std::optional<std::error_code> dropped_wait;
+    std::optional<zkasio::error_code> dropped_wait;
     {
       auto dropped = co_await m.async_acquire();
-      dropped.async_wait_lost([&](std::error_code ec) { dropped_wait = ec; });
+      dropped.async_wait_lost([&](zkasio::error_code ec) { dropped_wait = ec; });
     }
     CHECK(co_await eventually([&] { return dropped_wait.has_value(); }));
     CHECK(*dropped_wait == error::not_held);
@@ -660,9 +661,9 @@ TEST_CASE_FIXTURE(holder_and_operator, "async_wait_lost: completes at the loss, 
 TEST_CASE("bad input: lock path, ephemeral parent, garbage children") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
-  CHECK_THROWS_AS(mutex(s, "no-slash"), std::system_error);
-  CHECK_THROWS_AS(mutex(s, "/"), std::system_error);
-  CHECK_THROWS_AS(mutex(s, "/a//b"), std::system_error);
+  CHECK_THROWS_AS(mutex(s, "no-slash"), zkasio::system_error);
+  CHECK_THROWS_AS(mutex(s, "/"), zkasio::system_error);
+  CHECK_THROWS_AS(mutex(s, "/a//b"), zkasio::system_error);
   auto path = unique_path("mutex-bad");
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", create_options(create_mode::ephemeral), use_awaitable);
@@ -802,16 +803,16 @@ TEST_CASE("a waiter in the middle whose session expires: the queue still drains 
   mutex holder_mutex(holder, "/queue"), middle_mutex(middle, "/queue"), last_mutex(last, "/queue");
   run(io, [&]() -> awaitable<void> {
     auto held = co_await holder_mutex.async_acquire(use_awaitable);
-    std::optional<std::error_code> middle_result;
+    std::optional<zkasio::error_code> middle_result;
     test_event middle_done(io.get_executor());
-    middle_mutex.async_acquire([&](std::error_code ec, lock) {
+    middle_mutex.async_acquire([&](zkasio::error_code ec, lock) {
       middle_result = ec;
       middle_done.count();
     });
     CHECK(co_await settles_at(holder, "/queue", 2));
-    std::optional<std::error_code> last_result;
+    std::optional<zkasio::error_code> last_result;
     test_event last_done(io.get_executor());
-    last_mutex.async_acquire([&](std::error_code ec, lock l) {
+    last_mutex.async_acquire([&](zkasio::error_code ec, lock l) {
       last_result = ec;
       last_done.count();
       // Hold it until the test releases everything by closing the session.
@@ -861,8 +862,8 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter,
   run(io, [&]() -> awaitable<void> {
     auto held = co_await held_mutex.async_acquire(use_awaitable);
     test_event lost(io.get_executor());
-    std::error_code lost_ec;
-    held.async_wait_lost([&](std::error_code ec) {
+    zkasio::error_code lost_ec;
+    held.async_wait_lost([&](zkasio::error_code ec) {
       lost_ec = ec;
       lost.count();
     });

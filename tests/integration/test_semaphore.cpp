@@ -79,7 +79,7 @@ TEST_CASE("several leases at once, all or nothing; waiters served in order") {
     lock c_lease;
     test_event b_done(io.get_executor()), c_done(io.get_executor());
     // B wants two: one is free, so it waits (holding the semaphore's mutex).
-    sb.async_acquire_many(2, [&](std::error_code ec, std::vector<lock> held) {
+    sb.async_acquire_many(2, [&](zkasio::error_code ec, std::vector<lock> held) {
       CHECK(!ec);
       b_granted = ++order;
       b_leases = std::move(held);
@@ -88,7 +88,7 @@ TEST_CASE("several leases at once, all or nothing; waiters served in order") {
     REQUIRE(co_await settles_at(a, path + "/locks", 1));
     REQUIRE(co_await settles_at(a, path + "/leases", 4, 10s, queue_family::semaphore));
     // C wants one, which is free: but B came first.
-    sc.async_acquire([&](std::error_code ec, lock held) {
+    sc.async_acquire([&](zkasio::error_code ec, lock held) {
       CHECK(!ec);
       c_granted = ++order;
       c_lease = std::move(held);
@@ -115,7 +115,7 @@ TEST_CASE("bad counts and paths say what is wrong") {
   session s(io, test_options(shared_hosts()));
   auto path = unique_path("semaphore-bad");
   CHECK_THROWS_AS(semaphore(s, path, 0), std::invalid_argument);
-  CHECK_THROWS_AS(semaphore(s, "no-slash", 2), std::system_error);
+  CHECK_THROWS_AS(semaphore(s, "no-slash", 2), zkasio::system_error);
   semaphore sem(s, path, 2);
   CHECK(sem.path() == path);
   CHECK(sem.max_leases() == 2);

@@ -226,7 +226,7 @@ TEST_CASE("multi applies all operations or none") {
     for (auto& r : results) CHECK(!r.error);
 
     // A failing check: nothing applied, the failing operation named.
-    std::error_code ec;
+    zkasio::error_code ec;
     std::vector<multi_op> failing{op::remove{path + "/a"}, op::check{path, 0}};
     results = co_await s.async_multi(std::move(failing), asio::redirect_error(use_awaitable, ec));
     CHECK(ec == zk_error::bad_version);
@@ -242,8 +242,8 @@ TEST_CASE("every completion token works") {
   auto path = unique_path("session-tokens");
 
   // A plain callback, run on the session's executor.
-  std::optional<std::error_code> callback_ec;
-  s.async_create(path, "data", [&](std::error_code ec, created) { callback_ec = ec; });
+  std::optional<zkasio::error_code> callback_ec;
+  s.async_create(path, "data", [&](zkasio::error_code ec, created) { callback_ec = ec; });
   REQUIRE(run_until(io, [&] { return callback_ec.has_value(); }));
   CHECK(!*callback_ec);
 
@@ -264,7 +264,7 @@ TEST_CASE("every completion token works") {
   // deferred: nothing happens until it is started.
   auto later = s.async_get_data(path, asio::experimental::deferred);
   std::optional<node_data> deferred_result;
-  std::move(later)([&](std::error_code ec, node_data d) {
+  std::move(later)([&](zkasio::error_code ec, node_data d) {
     CHECK(!ec);
     deferred_result = std::move(d);
   });
@@ -283,7 +283,7 @@ TEST_CASE("every completion token works") {
   // it reports a race between this thread's reading and the freeing on the
   // thread that drops the promise.)
   auto failing = s.async_get_data(path + "/missing",
-                                  asio::use_future([](std::error_code ec, node_data) { return ec; }));
+                                  asio::use_future([](zkasio::error_code ec, node_data) { return ec; }));
   REQUIRE(failing.wait_for(10s) == std::future_status::ready);
   CHECK(failing.get() == zk_error::no_node);
   work.reset();
@@ -302,7 +302,7 @@ TEST_CASE("1,000 concurrent operations from one coroutine") {
     int completed = 0, failed = 0;
     for (int i = 0; i < 1000; ++i)
       s.async_create(path + "/n", "", {create_mode::persistent_sequential},
-                     [&](std::error_code ec, created) { ++(ec ? failed : completed); });
+                     [&](zkasio::error_code ec, created) { ++(ec ? failed : completed); });
     auto kids = co_await s.async_get_children(path, use_awaitable);
     // Requests are executed in order: the listing comes after every create.
     CHECK(kids.names.size() == 1000);
@@ -321,8 +321,8 @@ TEST_CASE("closing: pending and later operations fail with session_closed") {
   auto path = unique_path("session-closing");
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", use_awaitable);
-    std::optional<std::error_code> waited;
-    s.async_wait_deleted(path, [&](std::error_code ec) { waited = ec; });
+    std::optional<zkasio::error_code> waited;
+    s.async_wait_deleted(path, [&](zkasio::error_code ec) { waited = ec; });
     co_await s.async_close(use_awaitable);
     CHECK(s.state() == session_state::closed);
     CHECK(co_await error_of([&](auto t) { return s.async_get_data(path, t); }) ==
@@ -421,7 +421,7 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
     REQUIRE(failure);
     try {
       std::rethrow_exception(failure);
-    } catch (const std::system_error& e) {
+    } catch (const zkasio::system_error& e) {
       CHECK(e.code() == asio::error::operation_aborted);
     }
   }
@@ -446,7 +446,7 @@ TEST_CASE("with_session: the body's result or exception once the session is clos
     REQUIRE(io.stopped());  // the caller's wait was cancelled
     CHECK(returned);
     REQUIRE(failure);
-    CHECK_THROWS_AS(std::rethrow_exception(failure), std::system_error);
+    CHECK_THROWS_AS(std::rethrow_exception(failure), zkasio::system_error);
   }
   CHECK(s.state() == session_state::closed);
 }
@@ -515,12 +515,12 @@ TEST_CASE("completions of one session run in the order of its requests, on a str
   for (int i = 0; i < rounds; ++i) {
     asio::post(strand, [&, i] {
       s.async_create(path + "/n-", "", create_options(create_mode::ephemeral_sequential),
-                     asio::bind_executor(strand, [&, i](std::error_code, created made) {
+                     asio::bind_executor(strand, [&, i](zkasio::error_code, created made) {
                        std::lock_guard lock(guard);
                        names[i] = made.path.substr(path.size() + 1);
                      }));
       asio::post(strand, [&, i] {
-        s.async_get_children(path, asio::bind_executor(strand, [&, i](std::error_code, children kids) {
+        s.async_get_children(path, asio::bind_executor(strand, [&, i](zkasio::error_code, children kids) {
           std::lock_guard lock(guard);
           if (names[i].empty()) ++out_of_order;
           else if (std::find(kids.names.begin(), kids.names.end(), names[i]) == kids.names.end()) ++unseen;

@@ -59,7 +59,7 @@ TEST_CASE("a paused server suspends the session; resumed, it reconnects to the s
     asio::steady_timer timer(io, 100ms);
     auto r = co_await (s.async_get_data("/eph", use_awaitable) || timer.async_wait(use_awaitable));
     CHECK(r.index() == 1);
-    std::error_code ec;
+    zkasio::error_code ec;
     asio::steady_timer timer2(io, 100ms);
     auto w = co_await (s.async_create("/x", "", use_awaitable) || timer2.async_wait(use_awaitable));
     CHECK(w.index() == 1);
@@ -83,8 +83,8 @@ TEST_CASE("operations in flight while the server is paused: each cancellation ty
 
   auto cancel_with = [&](asio::cancellation_type type, auto start) {
     asio::cancellation_signal signal;
-    std::optional<std::error_code> result;
-    start(asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, auto&&...) {
+    std::optional<zkasio::error_code> result;
+    start(asio::bind_cancellation_slot(signal.slot(), [&](zkasio::error_code ec, auto&&...) {
       result = ec;
     }));
     signal.emit(type);
@@ -124,9 +124,9 @@ TEST_CASE("operations in flight while the server is paused: each cancellation ty
   // Total cancellation promises no side effects, which a write already sent
   // cannot: it is not honoured, and the write completes once the server answers.
   asio::cancellation_signal signal;
-  std::optional<std::error_code> write_result;
+  std::optional<zkasio::error_code> write_result;
   s.async_set_data("/node", "total", asio::bind_cancellation_slot(
-                                         signal.slot(), [&](std::error_code ec, node_stat) {
+                                         signal.slot(), [&](zkasio::error_code ec, node_stat) {
                                            write_result = ec;
                                          }));
   signal.emit(asio::cancellation_type::total);
@@ -143,15 +143,15 @@ TEST_CASE("reads are sent again after a connection loss; writes are not") {
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create("/data", "kept", use_awaitable);
     proxy.hold_replies();
-    std::optional<std::error_code> read_ec, write_ec;
+    std::optional<zkasio::error_code> read_ec, write_ec;
     node_data read;
     test_event both(io.get_executor(), 2);
-    s.async_get_data("/data", [&](std::error_code ec, node_data d) {
+    s.async_get_data("/data", [&](zkasio::error_code ec, node_data d) {
       read_ec = ec;
       read = std::move(d);
       both.count();
     });
-    s.async_create("/written", "", [&](std::error_code ec, created) {
+    s.async_create("/written", "", [&](zkasio::error_code ec, created) {
       write_ec = ec;
       both.count();
     });
@@ -183,8 +183,8 @@ TEST_CASE("a write submitted while disconnected waits for the connection, throug
     proxy.hold_replies();
     proxy.drop_now();
     REQUIRE(co_await reach(s, session_state::suspended));
-    std::optional<std::error_code> write_ec;
-    s.async_set_data("/data", "x", [&](std::error_code ec, node_stat) { write_ec = ec; });
+    std::optional<zkasio::error_code> write_ec;
+    s.async_set_data("/data", "x", [&](zkasio::error_code ec, node_stat) { write_ec = ec; });
     // Connection attempts time out meanwhile: the write waits.
     REQUIRE(co_await eventually([&] { return proxy.connections_accepted() >= 3; }, 10s));
     CHECK_FALSE(write_ec.has_value());
@@ -215,7 +215,7 @@ TEST_CASE("a connection lost while every reconnection is closed at once: the ses
       proxy.refuse_connections(true);
       proxy.drop_now();
       std::this_thread::sleep_for(5ms);  // closed before the write goes out
-      s.async_set_data("/", "", [](std::error_code, node_stat) {});
+      s.async_set_data("/", "", [](zkasio::error_code, node_stat) {});
       CHECK(co_await reach(s, session_state::suspended, 3s));
       proxy.refuse_connections(false);
       CHECK(co_await reach(s, session_state::connected));
@@ -231,7 +231,7 @@ TEST_CASE("a lost create reply: the node exists although the create failed") {
   run(io, [&]() -> awaitable<void> {
     co_await s.async_connect(use_awaitable);
     proxy.drop_after_next_request(15);  // ZOO_CREATE2_OP
-    std::error_code ec;
+    zkasio::error_code ec;
     co_await s.async_create("/lost-reply", "", asio::redirect_error(use_awaitable, ec));
     CHECK(proxy.wait_cut(5s));
     CHECK(ec == zk_error::connection_loss);
@@ -250,9 +250,9 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
     co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
     co_await observer.async_create("/theirs", "", use_awaitable);
     auto first_id = s.id();
-    std::optional<std::error_code> pending;
+    std::optional<zkasio::error_code> pending;
     test_event failed(io.get_executor());
-    s.async_wait_deleted("/theirs", [&](std::error_code ec) {
+    s.async_wait_deleted("/theirs", [&](zkasio::error_code ec) {
       pending = ec;
       failed.count();
     });
@@ -402,7 +402,7 @@ TEST_CASE("one session used from four threads") {
   };
   // Bounded: the guard stops the threads if the workers do not finish.
   asio::steady_timer guard(io, 60s);
-  guard.async_wait([&](std::error_code ec) {
+  guard.async_wait([&](zkasio::error_code ec) {
     if (!ec) io.stop();
   });
   for (int i = 0; i < 8; ++i)

@@ -95,12 +95,12 @@ TEST_CASE("the queue W R R W R: the readers hold together, the writer waits for 
     REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
     mc.async_acquire_shared(r3.handler());
     REQUIRE(co_await settles_at(a, path, 3, 10s, read_write));
-    mb.async_acquire([&, h = w4.handler()](std::error_code ec, lock l) mutable {
+    mb.async_acquire([&, h = w4.handler()](zkasio::error_code ec, lock l) mutable {
       w4_granted = clock.next();
       h(ec, std::move(l));
     });
     REQUIRE(co_await settles_at(a, path, 4, 10s, read_write));
-    mc.async_acquire_shared([&, h = r5.handler()](std::error_code ec, lock l) mutable {
+    mc.async_acquire_shared([&, h = r5.handler()](zkasio::error_code ec, lock l) mutable {
       r5_granted = clock.next();
       h(ec, std::move(l));
     });
@@ -149,7 +149,7 @@ TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock
     auto w = co_await ma.async_acquire(me, use_awaitable);
     acquire_outcome w2(io);
     int w2_granted = 0;
-    mb.async_acquire([&, h = w2.handler()](std::error_code ec, lock l) mutable {
+    mb.async_acquire([&, h = w2.handler()](zkasio::error_code ec, lock l) mutable {
       w2_granted = clock.next();
       h(ec, std::move(l));
     });

@@ -37,7 +37,7 @@ namespace {
 struct state_log {
   explicit state_log(session& s) : s(s) { follow(session_state::connecting); }
   void follow(session_state known) {
-    s.async_wait_state_change(known, [this](std::error_code ec, session_state next) {
+    s.async_wait_state_change(known, [this](zkasio::error_code ec, session_state next) {
       if (ec) return;
       seen.push_back(next);
       follow(next);
@@ -187,11 +187,11 @@ TEST_CASE("a write sent before the first connection waits for it; cancelled, it 
   session s(io, test_options(proxy.address(), 10s)), observer(io, test_options(server.hosts(), 10s));
   auto path = unique_path("before-connection");
   run(io, [&]() -> awaitable<void> {
-    std::optional<std::error_code> created_ec, cancelled_ec;
-    s.async_create(path, "waited", [&](std::error_code ec, created) { created_ec = ec; });
+    std::optional<zkasio::error_code> created_ec, cancelled_ec;
+    s.async_create(path, "waited", [&](zkasio::error_code ec, created) { created_ec = ec; });
     asio::cancellation_signal cancel;
     s.async_create(path + "-cancelled", "",
-                   asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, created) { cancelled_ec = ec; }));
+                   asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec, created) { cancelled_ec = ec; }));
     REQUIRE(co_await eventually([&] { return proxy.connections_accepted() >= 2; }));  // turned away
     CHECK_FALSE(created_ec.has_value());
     cancel.emit(asio::cancellation_type::terminal);
@@ -208,8 +208,8 @@ TEST_CASE("a write sent before the first connection waits for it; cancelled, it 
   proxy.refuse_connections(true);
   session closing(io, test_options(proxy.address(), 10s));
   run(io, [&]() -> awaitable<void> {
-    std::optional<std::error_code> ec;
-    closing.async_create(path + "-never", "", [&](std::error_code e, created) { ec = e; });
+    std::optional<zkasio::error_code> ec;
+    closing.async_create(path + "-never", "", [&](zkasio::error_code e, created) { ec = e; });
     co_await closing.async_close(use_awaitable);
     REQUIRE(co_await eventually([&] { return ec.has_value(); }));
     CHECK(*ec == error::session_closed);

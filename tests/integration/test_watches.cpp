@@ -45,7 +45,7 @@ TEST_CASE("waiting for deletion") {
 
     co_await s.async_create(path, "", use_awaitable);
     test_event fired(io.get_executor());
-    s.async_wait_deleted(path, [&](std::error_code ec) {
+    s.async_wait_deleted(path, [&](zkasio::error_code ec) {
       CHECK(!ec);
       fired.count();
     });
@@ -65,7 +65,7 @@ TEST_CASE("waiting for data and children changes") {
   session other(io, test_options(shared_hosts()));
   auto path = unique_path("watch-changes");
   run(io, [&]() -> awaitable<void> {
-    std::error_code ec;
+    zkasio::error_code ec;
     co_await s.async_wait_data_changed(path, asio::redirect_error(use_awaitable, ec));
     CHECK(ec == zk_error::no_node);
     auto made = co_await s.async_create(path, "", use_awaitable);
@@ -116,7 +116,7 @@ TEST_CASE("many waiters on one path share one server watch and all wake") {
     co_await s.async_create(path, "", use_awaitable);
     test_event woken(io.get_executor(), 50);
     for (int i = 0; i < 50; ++i)
-      s.async_wait_deleted(path, [&](std::error_code ec) {
+      s.async_wait_deleted(path, [&](zkasio::error_code ec) {
         if (!ec) woken.count();
       });
     co_await s.async_exists(path, use_awaitable);
@@ -149,10 +149,10 @@ TEST_CASE("a cancelled wait completes with operation_aborted and leaves no watch
       for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
                         asio::cancellation_type::total}) {
         asio::cancellation_signal signal;
-        std::optional<std::error_code> data_ec, kids_ec;
+        std::optional<zkasio::error_code> data_ec, kids_ec;
         test_event both(io.get_executor(), 2);
         s.async_wait_data_changed(path, asio::bind_cancellation_slot(
-                                            signal.slot(), [&](std::error_code ec, event_type) {
+                                            signal.slot(), [&](zkasio::error_code ec, event_type) {
                                               data_ec = ec;
                                               both.count();
                                             }));
@@ -160,7 +160,7 @@ TEST_CASE("a cancelled wait completes with operation_aborted and leaves no watch
         signal.emit(type);
         asio::cancellation_signal signal2;
         s.async_wait_children_changed(
-            path, asio::bind_cancellation_slot(signal2.slot(), [&](std::error_code ec, event_type) {
+            path, asio::bind_cancellation_slot(signal2.slot(), [&](zkasio::error_code ec, event_type) {
               kids_ec = ec;
               both.count();
             }));
@@ -178,7 +178,7 @@ TEST_CASE("a cancelled wait completes with operation_aborted and leaves no watch
 
     // A later change calls nobody twice, and a new wait still works.
     test_event calls(io.get_executor());
-    s.async_wait_deleted(path + "/c", [&](std::error_code) { calls.count(); });
+    s.async_wait_deleted(path + "/c", [&](zkasio::error_code) { calls.count(); });
     co_await other.async_remove(path + "/c", use_awaitable);
     CHECK(co_await calls.wait());
     co_await other.async_set_data(path, "after", use_awaitable);
@@ -195,11 +195,11 @@ TEST_CASE("cancelling one waiter keeps the watch for the others") {
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create(path, "", use_awaitable);
     asio::cancellation_signal signal;
-    std::optional<std::error_code> cancelled, kept;
+    std::optional<zkasio::error_code> cancelled, kept;
     test_event kept_fired(io.get_executor());
     s.async_wait_deleted(path, asio::bind_cancellation_slot(
-                                   signal.slot(), [&](std::error_code ec) { cancelled = ec; }));
-    s.async_wait_deleted(path, [&](std::error_code ec) {
+                                   signal.slot(), [&](zkasio::error_code ec) { cancelled = ec; }));
+    s.async_wait_deleted(path, [&](zkasio::error_code ec) {
       kept = ec;
       kept_fired.count();
     });

@@ -143,7 +143,7 @@ bool await_no_lock_nodes(const std::string& hosts, const std::string& path, std:
     for (;;) {
       auto [ec, listing] = co_await s.async_get_children(path, asio::experimental::as_tuple(asio::use_awaitable));
       if (ec == zk_error::no_node || (!ec && listing.names.empty())) co_return true;
-      if (ec) throw std::system_error(ec, "listing " + path);
+      if (ec) throw zkasio::system_error(ec, "listing " + path);
       auto changed = co_await (
           s.async_wait_children_changed(path, listing.stat.cversion, asio::experimental::as_tuple(asio::use_awaitable)) ||
           limit.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));

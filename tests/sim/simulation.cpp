@@ -56,7 +56,7 @@ struct delivery {
   sim::event event;
   // A reply's same answer as a failure (the connection lost before it came,
   // the session expired); none for a watch's event, which waits on.
-  std::function<sim::event(std::error_code)> failed;
+  std::function<sim::event(zkasio::error_code)> failed;
   // Delivered while disconnected too: a failure, or a wake-up in the process.
   bool now = false;
   // A create's reply: the listing sent after it (made into a view when
@@ -68,8 +68,8 @@ struct delivery {
   // Instead of a contender's event, the reply to a request of the runner's
   // own (a race cleanup's): what it does, told the reply's error
   // (`runner_ec`: connection_loss once a cut lost it).
-  std::function<void(std::error_code)> to_runner{};
-  std::error_code runner_ec{};
+  std::function<void(zkasio::error_code)> to_runner{};
+  zkasio::error_code runner_ec{};
 };
 
 struct session_model {
@@ -162,7 +162,7 @@ struct contender_model {
   };
   std::vector<lease_node> mine;
   // How its pending request at the server fails (its session expired).
-  std::function<sim::event(std::error_code)> pending_failed;
+  std::function<sim::event(zkasio::error_code)> pending_failed;
   std::uint64_t decided_at = 0;  // the server's step of the answer it last acted on
   std::string last_action;       // (for a hang's report)
 };
@@ -276,7 +276,7 @@ class simulation final : public acquire_world {
   std::uint64_t connection() const override { return sessions_[at().session].connections; }
   bool awaiting_server() const override { return !sessions_[at().session].connected; }
   bool sure() const override { return true; }
-  std::error_code never_sure() const override { return {}; }
+  zkasio::error_code never_sure() const override { return {}; }
   bool here(std::string_view name, std::uint64_t gen) const override {
     auto it = known_.find(std::string(name));
     return it != known_.end() && it->second.session == at().session && it->second.generation == gen;
@@ -359,7 +359,7 @@ class simulation final : public acquire_world {
   // A race event's error, for the trace.
   static std::string error_in(const sim::event& e) {
     auto* race = std::get_if<ra::event>(&e);
-    auto ec = race ? std::visit([](auto& answer) { return answer.ec; }, *race) : std::error_code{};
+    auto ec = race ? std::visit([](auto& answer) { return answer.ec; }, *race) : zkasio::error_code{};
     return ec ? " " + ec.message() : std::string();
   }
 
@@ -451,7 +451,7 @@ class simulation final : public acquire_world {
     sessions_[session].parked.push_back(std::move(request));
   }
   // The reply to `who`'s attempt `run` (the one that asked).
-  void reply(int who, std::uint32_t run, sim::event e, std::function<sim::event(std::error_code)> failed) {
+  void reply(int who, std::uint32_t run, sim::event e, std::function<sim::event(zkasio::error_code)> failed) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     auto* fair = std::get_if<fa::event>(&e);
     bool answer = !fair || !std::holds_alternative<fa::own_checked>(*fair);
@@ -529,11 +529,11 @@ class simulation final : public acquire_world {
   }
 
   // A request whose reply is `ok` (the connection's wait, a sync).
-  void answer(int who, sim::event ok, std::function<sim::event(std::error_code)> fails) {
+  void answer(int who, sim::event ok, std::function<sim::event(zkasio::error_code)> fails) {
     server_request(who, fails, [this, who, ok, fails](std::uint32_t run) { reply(who, run, ok, fails); });
   }
   // A deletion watch on `name`: `fired` once it goes (at once if it is not there).
-  void watch_deleted(int who, std::string name, sim::event fired, std::function<sim::event(std::error_code)> fails) {
+  void watch_deleted(int who, std::string name, sim::event fired, std::function<sim::event(zkasio::error_code)> fails) {
     server_request(who, std::move(fails), [this, who, name, fired](std::uint32_t run) {
       if (!server_.count(name)) return reply(who, run, fired, nullptr);
       note("c" + std::to_string(who) + " watches " + name);
@@ -544,7 +544,7 @@ class simulation final : public acquire_world {
   // Carries one action out on the model; `fails` is how its reply fails.
   // `request` is told the attempt that asked: a stopped one's request
   // still takes effect, but its reply is not the next attempt's.
-  void server_request(int who, std::function<sim::event(std::error_code)> fails,
+  void server_request(int who, std::function<sim::event(zkasio::error_code)> fails,
                       std::function<void(std::uint32_t run)> request) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     c.pending_failed = std::move(fails);
@@ -564,10 +564,10 @@ class simulation final : public acquire_world {
     c.waiting_here = false;
     c.pending_failed = nullptr;
     if (std::holds_alternative<fa::connect>(a)) {
-      return answer(who, fa::connected{}, [](std::error_code ec) -> fa::event { return fa::connected{ec}; });
+      return answer(who, fa::connected{}, [](zkasio::error_code ec) -> fa::event { return fa::connected{ec}; });
     }
     if (std::holds_alternative<fa::create_and_list>(a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
+      auto fails = [](zkasio::error_code ec) -> fa::event { return fa::created_and_listed{.create_ec = ec, .list_ec = ec}; };
       auto uuid = c.fsm->who().uuid;
       auto kind = c.fsm->who().kind;
       auto downgrade_of = c.fsm->who().downgrade_of;
@@ -587,16 +587,16 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<fa::list>(a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::listed{ec, nullptr}; };
+      auto fails = [](zkasio::error_code ec) -> fa::event { return fa::listed{ec, nullptr}; };
       return server_request(who, fails, [this, who, fails, kind = c.fsm->who().kind](std::uint32_t run) {
         reply(who, run, fa::listed{{}, known_view(listing(kind))}, fails);
       });
     }
     if (std::holds_alternative<fa::sync>(a)) {
-      return answer(who, fa::synced{}, [](std::error_code ec) -> fa::event { return fa::synced{ec}; });
+      return answer(who, fa::synced{}, [](zkasio::error_code ec) -> fa::event { return fa::synced{ec}; });
     }
     if (auto* l = std::get_if<fa::look_up>(&a)) {
-      auto fails = [](std::error_code ec) -> fa::event { return fa::looked_up{ec, std::nullopt}; };
+      auto fails = [](zkasio::error_code ec) -> fa::event { return fa::looked_up{ec, std::nullopt}; };
       auto name = l->name;
       bool own = name == c.fsm->node().name;
       return server_request(who, fails, [this, who, name, own, fails](std::uint32_t run) {
@@ -609,7 +609,7 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<fa::make_parents>(a)) {
-      return answer(who, fa::parents_made{}, [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; });
+      return answer(who, fa::parents_made{}, [](zkasio::error_code ec) -> fa::event { return fa::parents_made{ec}; });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&a)) {
       auto name = w->name;
@@ -619,7 +619,7 @@ class simulation final : public acquire_world {
         local_waiters_[name].emplace_back(who, c.run);
         return;
       }
-      auto fails = [](std::error_code ec) -> fa::event { return fa::gone{ec}; };
+      auto fails = [](zkasio::error_code ec) -> fa::event { return fa::gone{ec}; };
       auto run = c.run;
       if (w->watch_own) {
         // Its own node's watch, then the exists after it (in one submission:
@@ -634,7 +634,7 @@ class simulation final : public acquire_world {
             st->czxid = contenders_[static_cast<std::size_t>(who)].fsm->stat().czxid;
             st->ephemeral_owner = sessions_[contenders_[static_cast<std::size_t>(who)].session].id;
           }
-          reply(who, run, fa::own_checked{{}, st}, [](std::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
+          reply(who, run, fa::own_checked{{}, st}, [](zkasio::error_code ec) -> fa::event { return fa::own_checked{ec, std::nullopt}; });
         });
       }
       return watch_deleted(who, name, fa::gone{}, fails);
@@ -662,18 +662,18 @@ class simulation final : public acquire_world {
     current_ = who;
     c.pending_failed = nullptr;
     if (std::holds_alternative<ra::connect>(a))
-      return answer(who, ra::connected{}, [](std::error_code ec) -> ra::event { return ra::connected{ec}; });
+      return answer(who, ra::connected{}, [](zkasio::error_code ec) -> ra::event { return ra::connected{ec}; });
     if (auto* t = std::get_if<ra::take_turn>(&a)) return take_turn(who, t->wait);
     if (std::holds_alternative<ra::create>(a)) {
       c.submitted = true;
-      auto fails = [](std::error_code ec) -> ra::event { return ra::created{ec}; };
+      auto fails = [](zkasio::error_code ec) -> ra::event { return ra::created{ec}; };
       return server_request(who, fails, [this, who, fails](std::uint32_t run) {
         if (server_.count(race_path)) return reply(who, run, ra::created{code(zk_error::node_exists)}, fails);
         reply(who, run, ra::created{{}, make_node(race_path, {}, who, run)}, fails);
       });
     }
     if (std::holds_alternative<ra::look_up>(a)) {
-      auto fails = [](std::error_code ec) -> ra::event { return ra::looked_up{ec}; };
+      auto fails = [](zkasio::error_code ec) -> ra::event { return ra::looked_up{ec}; };
       return server_request(who, fails, [this, who, s, fails](std::uint32_t run) {
         auto st = stat_of(race_path);
         if (o_.plant_skip_own_check) {  // the planted fault: "ours", whatever the server says
@@ -684,19 +684,19 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<ra::sync>(a))
-      return answer(who, ra::synced{}, [](std::error_code ec) -> ra::event { return ra::synced{ec}; });
+      return answer(who, ra::synced{}, [](zkasio::error_code ec) -> ra::event { return ra::synced{ec}; });
     if (auto* r = std::get_if<ra::remove_own>(&a)) {
       // (delete_node asks again after a cut, and a retry that finds it gone
       // counts as deleted; the session over, its node went: lock_lost.)
-      auto fails = [](std::error_code ec) -> ra::event {
-        return ra::removed{ec == zk_error::session_expired ? code(error::lock_lost) : std::error_code{}};
+      auto fails = [](zkasio::error_code ec) -> ra::event {
+        return ra::removed{ec == zk_error::session_expired ? code(error::lock_lost) : zkasio::error_code{}};
       };
       return server_request(who, fails, [this, who, owner = r->owner, czxid = r->czxid, fails](std::uint32_t run) {
-        reply(who, run, ra::removed{delete_race_node(owner, czxid) ? std::error_code{} : code(error::lock_lost)}, fails);
+        reply(who, run, ra::removed{delete_race_node(owner, czxid) ? zkasio::error_code{} : code(error::lock_lost)}, fails);
       });
     }
     if (std::holds_alternative<ra::watch>(a))
-      return watch_deleted(who, race_path, ra::gone{}, [](std::error_code ec) -> ra::event { return ra::gone{ec}; });
+      return watch_deleted(who, race_path, ra::gone{}, [](zkasio::error_code ec) -> ra::event { return ra::gone{ec}; });
     // (The model keeps the path's parent: a create never finds it missing.)
     if (std::holds_alternative<ra::make_parents>(a)) return fail("c" + std::to_string(who) + " makes parents that are there");
     if (auto* g = std::get_if<ra::granted>(&a)) return race_granted(who, g->stat);
@@ -756,7 +756,7 @@ class simulation final : public acquire_world {
 
   // A request of the runner's own in session `s`: `at_server` is carried
   // out when the server gets it, and says what its reply does once it comes.
-  void runner_request(int s, std::function<std::function<void(std::error_code)>()> at_server) {
+  void runner_request(int s, std::function<std::function<void(zkasio::error_code)>()> at_server) {
     submit(s, [this, s, at_server] {
       sessions_[s].inbox.push_back({.contender = -1, .run = 0, .event = {}, .failed = nullptr, .now = false,
                                     .listing = {}, .produced_at = r_.steps, .answer = true, .to_runner = at_server()});
@@ -773,13 +773,13 @@ class simulation final : public acquire_world {
     auto again = [this, s, line, turn, owner, czxid] { remove_race_node(s, line, turn, owner, czxid); };
     runner_request(s, [=, this] {
       auto there = stat_of(race_path);
-      return std::function<void(std::error_code)>([=, this](std::error_code ec) {
+      return std::function<void(zkasio::error_code)>([=, this](zkasio::error_code ec) {
         if (over()) return pass_turn(line, turn);
         if (ec) return again();
         if (!race_node_of(there, owner, czxid)) return pass_turn(line, turn);
         runner_request(s, [=, this] {
           if (server_.count(race_path)) erase_node(race_path);  // (by path: whichever incarnation is there now)
-          return std::function<void(std::error_code)>([=, this](std::error_code ec) {
+          return std::function<void(zkasio::error_code)>([=, this](zkasio::error_code ec) {
             if (ec && !over()) return again();  // (a retry that finds it gone is done)
             pass_turn(line, turn);
           });
@@ -849,7 +849,7 @@ class simulation final : public acquire_world {
   // A fair attempt of the acquire's ended: its mutex taken, or a lease made
   // (then known by its name); what follows is the machine's (act() removes
   // the attempt's leases if it leaves the attempt).
-  void fair_part_ended(int who, std::error_code ec) {
+  void fair_part_ended(int who, zkasio::error_code ec) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     auto& fsm = *c.fsm;
     bool mutex = fsm.who().kind != node_kind::lease;
@@ -876,7 +876,7 @@ class simulation final : public acquire_world {
     current_ = who;
     c.pending_failed = nullptr;
     if (std::holds_alternative<rw::list>(a)) {
-      auto fails = [](std::error_code ec) -> rw::event { return rw::listed{ec}; };
+      auto fails = [](zkasio::error_code ec) -> rw::event { return rw::listed{ec}; };
       return server_request(who, fails, [this, who, fails](std::uint32_t run) {
         rw::listed l{.ec = {}, .children = {}, .cversion = leases_cversion_};
         for (auto& node : listing(node_kind::lease)) l.children.push_back(node.name);
@@ -884,22 +884,22 @@ class simulation final : public acquire_world {
       });
     }
     if (std::holds_alternative<rw::sync>(a))
-      return answer(who, rw::synced{}, [](std::error_code ec) -> rw::event { return rw::synced{ec}; });
+      return answer(who, rw::synced{}, [](zkasio::error_code ec) -> rw::event { return rw::synced{ec}; });
     if (std::holds_alternative<rw::connect>(a))
-      return answer(who, rw::connected{}, [](std::error_code ec) -> rw::event { return rw::connected{ec}; });
+      return answer(who, rw::connected{}, [](zkasio::error_code ec) -> rw::event { return rw::connected{ec}; });
     if (auto* w = std::get_if<rw::watch>(&a)) {
       // The children's watch, or the mutex's loss, whichever comes first
       // (the latch already set: at once).
       c.room_watching = true;
       if (c.mutex_lost) return wake(who, c.run, rw::mutex_lost{});
-      auto fails = [](std::error_code ec) -> rw::event { return rw::changed{ec}; };
+      auto fails = [](zkasio::error_code ec) -> rw::event { return rw::changed{ec}; };
       return server_request(who, fails, [this, who, fails, from = w->cversion](std::uint32_t run) {
         if (from != leases_cversion_) return reply(who, run, rw::changed{}, fails);
         leases_watches_.emplace_back(who, run);
       });
     }
     auto* failed = std::get_if<rw::fail>(&a);
-    act(who, c.lease_fsm->resume(la::room_ended{failed ? failed->ec : std::error_code{}, c.mutex_lost},
+    act(who, c.lease_fsm->resume(la::room_ended{failed ? failed->ec : zkasio::error_code{}, c.mutex_lost},
                                  lease_look(c.session)));
   }
 
@@ -1016,7 +1016,7 @@ class simulation final : public acquire_world {
       return;
     }
     if (std::holds_alternative<af::connect>(a))
-      return answer(who, af::connected{}, [](std::error_code ec) -> af::event { return af::connected{ec}; });
+      return answer(who, af::connected{}, [](zkasio::error_code ec) -> af::event { return af::connected{ec}; });
     if (std::holds_alternative<af::keep_waiting>(a)) return;
     if (std::holds_alternative<af::take_handed>(a)) {
       c.run_held = std::exchange(c.handed, nullptr);
@@ -1045,7 +1045,7 @@ class simulation final : public acquire_world {
   }
 
   // A fair attempt of the flow's ended: a failed one's node goes first.
-  void attempt_ended(int who, std::error_code ec) {
+  void attempt_ended(int who, zkasio::error_code ec) {
     auto& c = contenders_[static_cast<std::size_t>(who)];
     if (ec) remove_attempt_node(who);
     if (c.lease_fsm) return fair_part_ended(who, ec);
@@ -1102,7 +1102,7 @@ class simulation final : public acquire_world {
     note("c" + std::to_string(who) + " handed the " + (h ? "lock" : "lead"));
     sessions_[s].inbox.push_back({.contender = -1, .run = 0, .event = {}, .failed = nullptr, .now = true,
                                   .listing = {}, .produced_at = r_.steps, .answer = false,
-                                  .to_runner = [this, who, flow, h](std::error_code) { take_over(who, flow, h); }});
+                                  .to_runner = [this, who, flow, h](zkasio::error_code) { take_over(who, flow, h); }});
   }
   // acquire_op's handed: the flow that waited takes what it was handed, or
   // passes it on (the planted fault: drops it).
@@ -1223,13 +1223,13 @@ class simulation final : public acquire_world {
 
   // An attempt that failed; internal_error: the harness fed it an event it
   // did not wait for (a broken promise of the runner's).
-  void failed(int who, std::error_code ec) {
+  void failed(int who, zkasio::error_code ec) {
     if (fed_unwaited(who, ec)) return;
     auto& c = contenders_[static_cast<std::size_t>(who)];
     if (c.flow || c.lease_fsm) return attempt_ended(who, ec);
     ended(who);
   }
-  bool fed_unwaited(int who, std::error_code ec) {
+  bool fed_unwaited(int who, zkasio::error_code ec) {
     if (ec == error::internal_error) fail("c" + std::to_string(who) + " was fed an event it did not wait for");
     return ec == error::internal_error;
   }
@@ -1490,7 +1490,7 @@ class simulation final : public acquire_world {
   struct turn_line {
     std::uint64_t holder = 0;
     std::deque<std::pair<int, std::uint32_t>> waiting;
-    std::error_code ended;
+    zkasio::error_code ended;
   };
   std::map<line_key, turn_line> lines_;
   std::uint64_t turns_given_ = 0;

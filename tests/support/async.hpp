@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::test {
 
@@ -94,7 +95,7 @@ class test_event {
   asio::awaitable<bool> wait(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     if (happened()) co_return true;
     timer_.expires_after(timeout);
-    std::error_code ec;
+    zkasio::error_code ec;
     co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     co_return happened();
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::test {
 
@@ -30,16 +31,16 @@ class http_port {
 
  private:
   void accept() {
-    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket peer) {
+    acceptor_.async_accept([this](zkasio::error_code ec, asio::ip::tcp::socket peer) {
       if (ec) return;
       ++connections_;
       auto client = std::make_shared<asio::ip::tcp::socket>(std::move(peer));
       auto request = std::make_shared<std::array<char, 64>>();
-      client->async_read_some(asio::buffer(*request), [client, request](std::error_code, std::size_t) {
+      client->async_read_some(asio::buffer(*request), [client, request](zkasio::error_code, std::size_t) {
         static const std::string answer =
             "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        asio::async_write(*client, asio::buffer(answer), [client](std::error_code, std::size_t) {
-          std::error_code ignored;
+        asio::async_write(*client, asio::buffer(answer), [client](zkasio::error_code, std::size_t) {
+          zkasio::error_code ignored;
           client->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
         });
       });

@@ -46,11 +46,11 @@ struct proxied_server {
 // An acquire's outcome, for acquires started with a callback.
 struct acquire_outcome {
   explicit acquire_outcome(asio::io_context& io) : done(io.get_executor()) {}
-  std::optional<std::error_code> ec;
+  std::optional<zkasio::error_code> ec;
   lock held;
   test_event done;
   auto handler() {
-    return [this](std::error_code e, lock l) {
+    return [this](zkasio::error_code e, lock l) {
       ec = e;
       held = std::move(l);
       done.count();
@@ -159,10 +159,10 @@ template <class... Values>
 struct cancellable {
   explicit cancellable(asio::io_context& io) : done(io.get_executor()) {}
   asio::cancellation_signal cancel;
-  std::optional<std::error_code> ec;
+  std::optional<zkasio::error_code> ec;
   test_event done;
   auto handler() {
-    return asio::bind_cancellation_slot(cancel.slot(), [this](std::error_code e, Values...) {
+    return asio::bind_cancellation_slot(cancel.slot(), [this](zkasio::error_code e, Values...) {
       ec = e;
       done.count();
     });
@@ -193,13 +193,13 @@ asio::awaitable<void> cancelled_while_reply_held(tcp_proxy& proxy, cancellable<V
 template <class Held>
 asio::awaitable<void> deleted_by_operator(session& other, Held& held) {
   test_event lost(co_await asio::this_coro::executor);
-  held.async_wait_lost([&](std::error_code ec) {
+  held.async_wait_lost([&](zkasio::error_code ec) {
     if (!ec) lost.count();
   });
   co_await other.async_remove(held.node(), asio::use_awaitable);
   REQUIRE(co_await lost.wait(std::chrono::seconds(10)));
   auto ended = asio::experimental::as_tuple(asio::use_awaitable);
-  std::tuple<std::error_code> outcome;
+  std::tuple<zkasio::error_code> outcome;
   if constexpr (requires { held.async_resign(ended); }) outcome = co_await held.async_resign(ended);
   else outcome = co_await held.async_release(ended);
   CHECK(std::get<0>(outcome) == error::lock_lost);
@@ -214,7 +214,7 @@ struct observer_log {
     std::string path;
     std::string node;
     std::chrono::steady_clock::duration took;
-    std::error_code error;
+    zkasio::error_code error;
   };
   std::vector<heard> events;
   std::optional<asio::any_io_executor> strand;

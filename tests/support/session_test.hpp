@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <zkasio/error_code.hpp>
 #include <zkasio/session_options.hpp>
 
 namespace zkasio::test {
@@ -29,8 +30,8 @@ inline session_options test_options(const std::string& hosts,
 
 // The error an operation completes with: error_of([&](auto t) { return s.async_x(..., t); }).
 template <class Op>
-asio::awaitable<std::error_code> error_of(Op op) {
-  std::error_code ec;
+asio::awaitable<zkasio::error_code> error_of(Op op) {
+  zkasio::error_code ec;
   co_await op(asio::redirect_error(asio::use_awaitable, ec));
   co_return ec;
 }

@@ -25,6 +25,7 @@
 #include <thread>
 #include <utility>
 #include <vector>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::test {
 
@@ -38,7 +39,7 @@ tcp::endpoint parse_upstream(const std::string& upstream) {
     throw std::invalid_argument("tcp_proxy: upstream must be \"127.0.0.1:port\", got \"" +
                                 upstream + "\"");
   }
-  std::error_code ec;
+  zkasio::error_code ec;
   const auto address = asio::ip::make_address(upstream.substr(0, colon), ec);
   if (ec || !address.is_loopback()) {
     throw std::invalid_argument("tcp_proxy: upstream must be a loopback address, got \"" +
@@ -93,13 +94,13 @@ struct tcp_proxy::impl {
 
     void start() {
       auto self = shared_from_this();
-      server.sock.async_connect(owner.upstream, [self](const std::error_code& ec) {
+      server.sock.async_connect(owner.upstream, [self](const zkasio::error_code& ec) {
         if (self->closed) return;
         if (ec) {
           self->close_now();
           return;
         }
-        std::error_code ignored;
+        zkasio::error_code ignored;
         self->client.sock.set_option(tcp::no_delay(true), ignored);
         self->server.sock.set_option(tcp::no_delay(true), ignored);
         self->read(self->client);
@@ -110,7 +111,7 @@ struct tcp_proxy::impl {
     void read(side& from) {
       auto self = shared_from_this();
       from.sock.async_read_some(
-          asio::buffer(from.chunk), [self, &from](const std::error_code& ec, std::size_t n) {
+          asio::buffer(from.chunk), [self, &from](const zkasio::error_code& ec, std::size_t n) {
             if (self->closed || self->closing) return;
             if (ec) {
               // EOF or error from one side: whatever was already read from it
@@ -223,7 +224,7 @@ struct tcp_proxy::impl {
       to.writing = true;
       auto self = shared_from_this();
       asio::async_write(to.sock, asio::buffer(to.to_write.front()),
-                        [self, &to](const std::error_code& ec, std::size_t) {
+                        [self, &to](const zkasio::error_code& ec, std::size_t) {
                           to.writing = false;
                           if (self->closed) return;
                           if (ec) {
@@ -258,7 +259,7 @@ struct tcp_proxy::impl {
       held.clear();
       // The write queues stay: a write under way still refers to its front
       // frame until its (aborted) handler has run.
-      std::error_code ignored;
+      zkasio::error_code ignored;
       client.sock.shutdown(tcp::socket::shutdown_both, ignored);
       client.sock.close(ignored);
       server.sock.shutdown(tcp::socket::shutdown_both, ignored);
@@ -281,7 +282,7 @@ struct tcp_proxy::impl {
   ~impl() {
     asio::post(io, [this] {
       stopped = true;
-      std::error_code ignored;
+      zkasio::error_code ignored;
       acceptor.close(ignored);
       close_all();
     });
@@ -306,12 +307,12 @@ struct tcp_proxy::impl {
   }
 
   void accept() {
-    acceptor.async_accept([this](const std::error_code& ec, tcp::socket socket) {
+    acceptor.async_accept([this](const zkasio::error_code& ec, tcp::socket socket) {
       if (stopped || ec == asio::error::operation_aborted) return;
       if (!ec) {
         ++accepted;
         if (refusing) {
-          std::error_code ignored;
+          zkasio::error_code ignored;
           socket.shutdown(tcp::socket::shutdown_both, ignored);
           socket.close(ignored);
         } else {

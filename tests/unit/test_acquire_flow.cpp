@@ -32,8 +32,8 @@ af::look expired_for_good() { return {.generation = generation, .connected = fal
 af::look next_session() { return {.generation = generation + 1}; }
 af::look closed_session() { return {.generation = generation, .connected = false, .closed = true}; }
 
-std::error_code timed_out() { return code(error::lock_timeout); }
-std::error_code aborted() { return asio::error::operation_aborted; }
+zkasio::error_code timed_out() { return code(error::lock_timeout); }
+zkasio::error_code aborted() { return asio::error::operation_aborted; }
 
 // A lock object with local_handoff whose run someone leads: the acquire
 // waits in its line.

@@ -45,7 +45,7 @@ struct scripted_world final : acquire_world {
   std::int64_t id = my_session;
   bool is_connected = true, awaiting = false, is_sure = true;
   std::uint64_t connections = 1;
-  std::error_code never{};
+  zkasio::error_code never{};
   std::set<std::string> known_here;       // nodes of the acquire's session
   std::vector<below_result> belows;        // what below() answers, in turn
   std::vector<std::string> gone_log, added_log;
@@ -56,7 +56,7 @@ struct scripted_world final : acquire_world {
   std::uint64_t connection() const override { return connections; }
   bool awaiting_server() const override { return awaiting; }
   bool sure() const override { return is_sure; }
-  std::error_code never_sure() const override { return never; }
+  zkasio::error_code never_sure() const override { return never; }
   bool here(std::string_view name, std::uint64_t) const override { return known_here.count(std::string(name)) > 0; }
   below_result below(const lock_node&, std::string_view) override {
     REQUIRE_FALSE(belows.empty());

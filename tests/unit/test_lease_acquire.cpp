@@ -30,8 +30,8 @@ la::look next_being_made() { return {.generation = generation + 1, .expired = tr
 la::look expired_for_good() { return {.generation = generation, .expired = true}; }
 la::look closed() { return {.generation = generation, .closed = true}; }
 
-std::error_code lost() { return code(error::lock_lost); }
-std::error_code expired() { return code(zk_error::session_expired); }
+zkasio::error_code lost() { return code(error::lock_lost); }
+zkasio::error_code expired() { return code(zk_error::session_expired); }
 
 bool takes_mutex(const la::action& a) { return std::holds_alternative<la::take_mutex>(a); }
 std::size_t makes_lease(const la::action& a) {

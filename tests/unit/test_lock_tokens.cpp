@@ -139,7 +139,7 @@ void every_operation(zkasio::session& s, zkasio::mutex& m, zkasio::race_mutex& r
 // A callback that takes whatever an operation completes with.
 struct any_callback {
   template <class... Values>
-  void operator()(std::error_code, Values&&...) const {}
+  void operator()(zkasio::error_code, Values&&...) const {}
 };
 using matrix_executor = asio::strand<asio::io_context::executor_type>;
 using executor_bound = asio::executor_binder<any_callback, matrix_executor>;
@@ -171,14 +171,14 @@ TEST_CASE("deferred: nothing happens until launched, then not_held") {
   auto release = none.async_release(asio::experimental::deferred);
   auto wait = none.async_wait_lost(asio::experimental::deferred);
   auto multi = none.async_guarded_multi({}, asio::experimental::deferred);
-  std::optional<std::error_code> released, waited, written;
+  std::optional<zkasio::error_code> released, waited, written;
   auto strand = asio::make_strand(io);
-  std::move(release)(asio::bind_executor(strand, [&](std::error_code ec) {
+  std::move(release)(asio::bind_executor(strand, [&](zkasio::error_code ec) {
     CHECK(strand.running_in_this_thread());
     released = ec;
   }));
-  std::move(wait)(asio::bind_executor(strand, [&](std::error_code ec) { waited = ec; }));
-  std::move(multi)(asio::bind_executor(strand, [&](std::error_code ec, std::vector<op_result> results) {
+  std::move(wait)(asio::bind_executor(strand, [&](zkasio::error_code ec) { waited = ec; }));
+  std::move(multi)(asio::bind_executor(strand, [&](zkasio::error_code ec, std::vector<op_result> results) {
     CHECK(results.empty());
     written = ec;
   }));
@@ -197,7 +197,7 @@ TEST_CASE("use_future, as_tuple and redirect_error") {
   // use_future: the error as an exception.
   auto future = none.async_release(asio::bind_executor(io, asio::use_future));
   REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-  CHECK_THROWS_AS(future.get(), std::system_error);
+  CHECK_THROWS_AS(future.get(), zkasio::system_error);
   guard.reset();
   runner.join();
   asio::co_spawn(
@@ -205,7 +205,7 @@ TEST_CASE("use_future, as_tuple and redirect_error") {
       [&]() -> asio::awaitable<void> {
         auto [ec] = co_await none.async_wait_lost(asio::experimental::as_tuple(asio::use_awaitable));
         CHECK(ec == error::not_held);
-        std::error_code redirected;
+        zkasio::error_code redirected;
         co_await none.async_guarded_multi({}, asio::redirect_error(asio::use_awaitable, redirected));
         CHECK(redirected == error::not_held);
         // The default token: co_await.
@@ -219,11 +219,11 @@ TEST_CASE("use_future, as_tuple and redirect_error") {
 TEST_CASE("parallel_group over deferred operations") {
   asio::io_context io;
   lock none;
-  std::optional<std::error_code> first, second;
+  std::optional<zkasio::error_code> first, second;
   asio::experimental::make_parallel_group(none.async_release(asio::experimental::deferred),
                                           none.async_wait_lost(asio::experimental::deferred))
       .async_wait(asio::experimental::wait_for_all(),
-                  asio::bind_executor(io, [&](std::array<std::size_t, 2>, std::error_code a, std::error_code b) {
+                  asio::bind_executor(io, [&](std::array<std::size_t, 2>, zkasio::error_code a, zkasio::error_code b) {
                     first = a;
                     second = b;
                   }));

@@ -24,9 +24,9 @@ namespace {
 
 // A request as the session makes one: its handler bound by `pending`,
 // cancellable through the handler's slot; `answer` records how it ended.
-completion_ptr<> send(asio::io_context& io, pending_request& pending, std::optional<std::error_code>& answer) {
+completion_ptr<> send(asio::io_context& io, pending_request& pending, std::optional<zkasio::error_code>& answer) {
   auto ex = io.get_executor();
-  return make_completion<>(pending.bind(ex, [&answer](std::error_code ec) { answer = ec; }), ex, ex,
+  return make_completion<>(pending.bind(ex, [&answer](zkasio::error_code ec) { answer = ec; }), ex, ex,
                            read_cancellation);
 }
 
@@ -37,7 +37,7 @@ void settle(asio::io_context& io) {
 }
 
 // Whether `answer` says operation_aborted after a stop and what it posted.
-bool stopped(asio::io_context& io, pending_request& pending, const std::optional<std::error_code>& answer) {
+bool stopped(asio::io_context& io, pending_request& pending, const std::optional<zkasio::error_code>& answer) {
   pending.stop();
   settle(io);
   return answer == asio::error::operation_aborted;
@@ -48,7 +48,7 @@ bool stopped(asio::io_context& io, pending_request& pending, const std::optional
 TEST_CASE("a stop cancels the pending request") {
   asio::io_context io;
   pending_request pending;
-  std::optional<std::error_code> answer;
+  std::optional<zkasio::error_code> answer;
   auto request = send(io, pending, answer);
   CHECK(stopped(io, pending, answer));
 }
@@ -56,7 +56,7 @@ TEST_CASE("a stop cancels the pending request") {
 TEST_CASE("the next request is cancellable whatever became of the one before: answered, or stopped and completed after the next was sent") {
   asio::io_context io;
   pending_request pending;
-  std::optional<std::error_code> first, second;
+  std::optional<zkasio::error_code> first, second;
   auto one = send(io, pending, first);
   SUBCASE("the first answered") {  // (the next is sent by its handler, as a runner does)
     one->complete({});
@@ -81,10 +81,10 @@ TEST_CASE("the next request is cancellable whatever became of the one before: an
 TEST_CASE("a stop ends a timer's wait at once (the busy pause), and its handler keeps the timer") {
   asio::io_context io;
   pending_request pending;
-  std::optional<std::error_code> answer;
+  std::optional<zkasio::error_code> answer;
   {
     auto pause = std::make_shared<asio::steady_timer>(io, std::chrono::hours(1));
-    pause->async_wait(pending.bind(io.get_executor(), [pause, &answer](std::error_code ec) { answer = ec; }));
+    pause->async_wait(pending.bind(io.get_executor(), [pause, &answer](zkasio::error_code ec) { answer = ec; }));
   }
   CHECK(stopped(io, pending, answer));
 }
@@ -92,14 +92,14 @@ TEST_CASE("a stop ends a timer's wait at once (the busy pause), and its handler 
 TEST_CASE("a stopped coroutine (machine_run::spawn) that ends after the next request was bound") {
   asio::io_context io;
   pending_request pending;
-  std::optional<std::error_code> spawned, second;
+  std::optional<zkasio::error_code> spawned, second;
   auto work = [&io]() -> asio::awaitable<void> {
     asio::steady_timer timer(io, std::chrono::hours(1));
     co_await timer.async_wait(asio::use_awaitable);
     co_await timer.async_wait(asio::use_awaitable);
   };
   asio::co_spawn(io, work(), pending.bind(io.get_executor(), [&spawned](std::exception_ptr e) {
-                   spawned = e ? asio::error::operation_aborted : std::error_code{};
+                   spawned = e ? asio::error::operation_aborted : zkasio::error_code{};
                  }));
   settle(io);  // suspended on its first wait
   CHECK_FALSE(spawned);

@@ -29,8 +29,8 @@ node_stat owned_by(std::int64_t session, std::int64_t czxid = 100) {
   return st;
 }
 
-std::error_code code(zk_error e) { return make_error_code(e); }
-std::error_code cut_off() { return code(zk_error::connection_loss); }
+zkasio::error_code code(zk_error e) { return make_error_code(e); }
+zkasio::error_code cut_off() { return code(zk_error::connection_loss); }
 
 // Connected, its turn taken, its session's id known: it creates.
 ra creating(bool try_once = false) {

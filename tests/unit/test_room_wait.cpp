@@ -31,7 +31,7 @@ rw started(std::size_t max = 2, bool try_once = false) {
   return fsm;
 }
 
-std::error_code cut_off() { return make_error_code(zk_error::connection_loss); }
+zkasio::error_code cut_off() { return make_error_code(zk_error::connection_loss); }
 
 }  // namespace
 

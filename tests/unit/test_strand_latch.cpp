@@ -7,6 +7,7 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/io_context.hpp>
 #include <optional>
+#include <zkasio/error_code.hpp>
 
 #include "recipes/engine/strand_latch.hpp"
 
@@ -16,9 +17,9 @@ namespace {
 
 // Runs `io` until it has no more work: a wait that never completes leaves
 // `result` empty instead of hanging (nothing else keeps `io` busy).
-std::optional<std::error_code> wait_on(asio::io_context& io, strand_latch& latch) {
-  std::optional<std::error_code> result;
-  latch.async_wait([&](std::error_code ec) { result = ec; });
+std::optional<zkasio::error_code> wait_on(asio::io_context& io, strand_latch& latch) {
+  std::optional<zkasio::error_code> result;
+  latch.async_wait([&](zkasio::error_code ec) { result = ec; });
   io.restart();
   io.poll();
   return result;
@@ -40,8 +41,8 @@ TEST_CASE("a wait started after the latch was set completes at once") {
 TEST_CASE("a pending wait wakes when the latch is set, and only then") {
   asio::io_context io;
   strand_latch latch(io.get_executor());
-  std::optional<std::error_code> result;
-  latch.async_wait([&](std::error_code ec) { result = ec; });
+  std::optional<zkasio::error_code> result;
+  latch.async_wait([&](zkasio::error_code ec) { result = ec; });
   io.poll();
   CHECK_FALSE(result);
   CHECK_FALSE(latch.is_set());
@@ -57,8 +58,8 @@ TEST_CASE("a cancelled wait ends, the latch still unset") {
   asio::io_context io;
   strand_latch latch(io.get_executor());
   asio::cancellation_signal cancel;
-  std::optional<std::error_code> result;
-  latch.async_wait(asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec) { result = ec; }));
+  std::optional<zkasio::error_code> result;
+  latch.async_wait(asio::bind_cancellation_slot(cancel.slot(), [&](zkasio::error_code ec) { result = ec; }));
   io.poll();
   cancel.emit(asio::cancellation_type::terminal);
   io.restart();

@@ -21,6 +21,7 @@
 #include <system_error>
 #include <tuple>
 #include <utility>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -32,7 +33,7 @@ class completion {
   bool done() const noexcept { return done_; }
 
   // Delivers the outcome unless one was delivered already. On the strand.
-  void complete(std::error_code ec, Values... values) {
+  void complete(error_code ec, Values... values) {
     if (done_) return;
     done_ = true;
     on_cancel = nullptr;
@@ -52,7 +53,7 @@ class completion {
   std::function<void()> on_cancel;
 
  private:
-  virtual void deliver(std::error_code ec, Values... values) = 0;
+  virtual void deliver(error_code ec, Values... values) = 0;
   bool done_ = false;
 };
 
@@ -67,7 +68,7 @@ class handler_completion final : public completion<Values...> {
         work_(asio::get_associated_executor(handler_, io_executor)) {}
 
  private:
-  void deliver(std::error_code ec, Values... values) override {
+  void deliver(error_code ec, Values... values) override {
     auto executor = work_.get_executor();
     auto allocator = asio::get_associated_allocator(handler_);
     // Posted, not dispatched: the handler must never run inside the C client;

@@ -34,6 +34,7 @@
 #include <vector>
 #include <zkasio/detail/completion.hpp>
 #include <zkasio/detail/node_kind.hpp>
+#include <zkasio/error_code.hpp>
 #include <zkasio/lock.hpp>
 
 namespace zkasio::detail {
@@ -131,7 +132,7 @@ class completion_as final : public completion<From> {
   explicit completion_as(completion_ptr<T> outer) : outer_(std::move(outer)) {}
 
  private:
-  void deliver(std::error_code ec, From from) override { outer_->complete(ec, made_of<T>(std::move(from))); }
+  void deliver(error_code ec, From from) override { outer_->complete(ec, made_of<T>(std::move(from))); }
   completion_ptr<T> outer_;
 };
 
@@ -158,7 +159,7 @@ completion_ptr<From> engine_completion(Handler&& handler, const lock_strand& str
 // the background); total is not honoured (it has effects).
 template <class T, class Token>
 auto async_acquire_as(const std::shared_ptr<engine_state>& engine, acquire_request request, Token&& token) {
-  return asio::async_initiate<Token, void(std::error_code, T)>(
+  return asio::async_initiate<Token, void(error_code, T)>(
       [](auto handler, std::shared_ptr<engine_state> engine, acquire_request request) {
         auto done = engine_completion<T, lock>(std::move(handler), strand_of(*engine));
         start_acquire(engine, started(std::move(request)), std::move(done));
@@ -174,7 +175,7 @@ auto async_acquire(const std::shared_ptr<engine_state>& engine, acquire_request 
 template <class T, class Token>
 auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std::shared_ptr<engine_state>& locks,
                           lease_request request, Token&& token) {
-  return asio::async_initiate<Token, void(std::error_code, T)>(
+  return asio::async_initiate<Token, void(error_code, T)>(
       [](auto handler, std::shared_ptr<engine_state> leases, std::shared_ptr<engine_state> locks,
          lease_request request) {
         auto done = engine_completion<T, std::vector<lock>>(std::move(handler), strand_of(*leases));
@@ -187,7 +188,7 @@ auto async_acquire_leases(const std::shared_ptr<engine_state>& leases, const std
 template <class... Values, class Token, class Start, class... Args>
 auto async_observe(asio::cancellation_type honoured, const std::shared_ptr<engine_state>& engine, Start start,
                    Token&& token, Args... args) {
-  return asio::async_initiate<Token, void(std::error_code, Values...)>(
+  return asio::async_initiate<Token, void(error_code, Values...)>(
       [](auto handler, std::shared_ptr<engine_state> engine, asio::cancellation_type honoured, Start start,
          Args... args) {
         auto strand = strand_of(*engine);

@@ -31,7 +31,7 @@ class engine_world final : public acquire_world {
   }
   bool awaiting_server() const override { return detail::awaiting_server(m_.s); }
   bool sure() const override { return session_sure(m_); }
-  std::error_code never_sure() const override { return detail::never_sure(m_); }
+  error_code never_sure() const override { return detail::never_sure(m_); }
   bool here(std::string_view name, std::uint64_t generation) const override {
     return m_.known->owned_by(name, m_.session_in(generation));
   }
@@ -81,7 +81,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
   }
   m->s.async_create(m->full(name), data, mode,
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(fsm.generation()),
-                                                     beside = std::string(fsm.exempt())](std::error_code ec,
+                                                     beside = std::string(fsm.exempt())](error_code ec,
                                                                                          created made) {
                        reply->done = true;
                        reply->ec = ec;
@@ -169,9 +169,9 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     return a;
   }
   // A failed or stopped attempt's node goes, in the background.
-  std::vector<background<std::error_code>> discard_attempt() const { return discard(m_, {take_attempt()}); }
+  std::vector<background<error_code>> discard_attempt() const { return discard(m_, {take_attempt()}); }
   // The attempt ended: granted (no error; write_into says its node), or failed.
-  virtual void ended(std::error_code ec) = 0;
+  virtual void ended(error_code ec) = 0;
   // What its node holds.
   virtual const std::string& node_data() const = 0;
   // A create was sent (it may take effect): for a caller that removes it.
@@ -200,18 +200,18 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     // it of a wait it no longer has.
     stop_local_wait();
     if (auto* c = std::get_if<fa::connect>(&next))
-      return connect(c->after, [](std::error_code ec) -> fa::event { return fa::connected{ec}; });
+      return connect(c->after, [](error_code ec) -> fa::event { return fa::connected{ec}; });
     if (std::holds_alternative<fa::create_and_list>(next)) return create_and_list();
     if (std::holds_alternative<fa::list>(next)) return list();
     if (std::holds_alternative<fa::sync>(next))
-      return m_->s.async_sync(m_->path, reply([](std::error_code ec) -> fa::event { return fa::synced{ec}; }));
+      return m_->s.async_sync(m_->path, reply([](error_code ec) -> fa::event { return fa::synced{ec}; }));
     if (auto* l = std::get_if<fa::look_up>(&next))
-      return m_->s.async_exists(m_->full(l->name), reply([](std::error_code ec, std::optional<node_stat> st) -> fa::event {
+      return m_->s.async_exists(m_->full(l->name), reply([](error_code ec, std::optional<node_stat> st) -> fa::event {
                                   return fa::looked_up{ec, st};
                                 }));
     if (std::holds_alternative<fa::make_parents>(next)) {
       // (Parents are shared containers: nothing to undo when stopped.)
-      return spawn(create_parents(*m_, m_->path), [](std::error_code ec) -> fa::event { return fa::parents_made{ec}; });
+      return spawn(create_parents(*m_, m_->path), [](error_code ec) -> fa::event { return fa::parents_made{ec}; });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&next)) {
       if (w->watch_own) watch_own();
@@ -222,7 +222,7 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     // until the predecessor went).
     pending_.stop();
     auto* failed = std::get_if<fa::fail>(&next);
-    ended(failed ? failed->ec : std::error_code{});
+    ended(failed ? failed->ec : error_code{});
   }
 
   // A reply of the own node's watch: fed in unless the watch was stopped.
@@ -245,10 +245,10 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
   void watch_own() {
     stop_own_watch();
     auto own = m_->full(fsm_->node().name);
-    m_->s.async_wait_deleted(own, own_reply(own_watch_, [](std::error_code ec) -> fair_acquire::event {
+    m_->s.async_wait_deleted(own, own_reply(own_watch_, [](error_code ec) -> fair_acquire::event {
                                return fair_acquire::own_gone{ec};
                              }));
-    m_->s.async_exists(own, own_reply(own_check_, [](std::error_code ec, std::optional<node_stat> st) -> fair_acquire::event {
+    m_->s.async_exists(own, own_reply(own_check_, [](error_code ec, std::optional<node_stat> st) -> fair_acquire::event {
                          return fair_acquire::own_checked{ec, st};
                        }));
   }
@@ -261,14 +261,14 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
   void create_and_list() {
     auto created = reply_ = send_create(m_, *fsm_, node_data());
     sent_create();
-    listen(next_listing(m_), [created](std::error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
+    listen(next_listing(m_), [created](error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
       return fair_acquire::created_and_listed{
           created->done, created->ec, created->node, created->stat, ec, std::move(view)};
     });
   }
 
   void list() {
-    listen(next_listing(m_), [](std::error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
+    listen(next_listing(m_), [](error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
       return fair_acquire::listed{ec, std::move(view)};
     });
   }
@@ -277,7 +277,7 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
   template <class MakeEvent>
   void listen(std::shared_ptr<listing_round> round, MakeEvent make_event) {
     // (Cancelled: the attempt is over, and the reply dropped.)
-    round->ready.async_wait(reply([round, make_event](std::error_code) { return make_event(round->ec, round->view); }));
+    round->ready.async_wait(reply([round, make_event](error_code) { return make_event(round->ec, round->view); }));
   }
 
   // Waits for `name` to go: in this process when it is a node of the same
@@ -285,7 +285,7 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
   // with a watch on the server.
   void wait_gone(const std::string& name, bool here) {
     if (!here)
-      return m_->s.async_wait_deleted(m_->full(name), reply([](std::error_code ec) -> fair_acquire::event {
+      return m_->s.async_wait_deleted(m_->full(name), reply([](error_code ec) -> fair_acquire::event {
                                         return fair_acquire::gone{ec};
                                       }));
     waiting_here_ = true;
@@ -316,7 +316,7 @@ class acquire_op final : public Attempts {
   void begin() {
     if (done_->done()) return;  // cancelled before it ran: nothing made
     report(this->m_->options, this->m_->path, lock_event::kind::acquiring, {}, {});
-    deadline_ = arm_stops(this->m_, *done_, request_.deadline, [weak = weak()](std::error_code ec) {
+    deadline_ = arm_stops(this->m_, *done_, request_.deadline, [weak = weak()](error_code ec) {
       if (auto self = weak.lock()) self->stop_with(ec);
     });
     auto found = request_.who ? reentry_of(*this->m_, *request_.who, request_.kind) : reentry{};
@@ -364,7 +364,7 @@ class acquire_op final : public Attempts {
   // the start's, which takes the write node's sequence from it).
   // `removing`: the failed attempt's node, going (lock_busy waits for it).
   void carry_out(acquire_flow::action next, const std::shared_ptr<hold>& found = nullptr,
-                 std::vector<background<std::error_code>> removing = {}) {
+                 std::vector<background<error_code>> removing = {}) {
     using af = acquire_flow;
     follow_lead(next);
     if (std::holds_alternative<af::attempt>(next)) {
@@ -372,7 +372,7 @@ class acquire_op final : public Attempts {
     }
     if (std::holds_alternative<af::wait_in_run>(next)) return join_line();
     if (std::holds_alternative<af::connect>(next))
-      return this->m_->s.async_connect(connecting_.bind(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
+      return this->m_->s.async_connect(connecting_.bind(this->m_->strand, [self = this->shared_from_this()](error_code ec) {
         static_cast<acquire_op&>(*self).feed(af::connected{ec});
       }));
     if (std::holds_alternative<af::keep_waiting>(next)) return;
@@ -389,15 +389,15 @@ class acquire_op final : public Attempts {
     }
     auto& failed = std::get<af::fail>(next);
     if (!failed.after_removal) return complete(failed.ec);
-    after_removal(this->m_, std::move(removing), failed.ec, [self = this->shared_from_this()](std::error_code ec) {
+    after_removal(this->m_, std::move(removing), failed.ec, [self = this->shared_from_this()](error_code ec) {
       static_cast<acquire_op&>(*self).complete(ec);
     });
   }
 
   // An attempt failed: its node goes (in the background) before the flow
   // decides what follows.
-  void ended(std::error_code ec) override {
-    auto removing = ec ? this->discard_attempt() : std::vector<background<std::error_code>>{};
+  void ended(error_code ec) override {
+    auto removing = ec ? this->discard_attempt() : std::vector<background<error_code>>{};
     auto next = flow_.resume(acquire_flow::attempt_ended{ec, this->attempt_generation()}, look());
     carry_out(std::move(next), nullptr, std::move(removing));
   }
@@ -405,7 +405,7 @@ class acquire_op final : public Attempts {
   // The deadline, or the caller's cancellation: what runs stops where it
   // stands (an attempt's node goes in the background; a wait in the run
   // leaves its line).
-  void stop_with(std::error_code ec) {
+  void stop_with(error_code ec) {
     if (flow_.finished()) return;
     bool attempting = flow_.attempting(), waiting = flow_.waiting_in_run();
     auto next = flow_.resume(acquire_flow::stopped{ec}, look());
@@ -421,7 +421,7 @@ class acquire_op final : public Attempts {
     carry_out(next);
   }
 
-  void complete(std::error_code ec, lock held = {}) {
+  void complete(error_code ec, lock held = {}) {
     if (deadline_) deadline_->cancel();
     report_outcome(*this->m_, started_, ec, std::span<const lock>(&held, ec ? 0 : 1));
     done_->complete(ec, std::move(held));
@@ -433,7 +433,7 @@ class acquire_op final : public Attempts {
     ticket_ = std::make_shared<run_ticket>();
     // (The line holds the wait, and the wait this acquire.)
     // (Cancelled, as the acquire stops: nothing was handed over.)
-    auto wait = make_completion<>(asio::bind_executor(this->m_->strand, [self = this->shared_from_this()](std::error_code ec) {
+    auto wait = make_completion<>(asio::bind_executor(this->m_->strand, [self = this->shared_from_this()](error_code ec) {
                                     if (!ec) static_cast<acquire_op&>(*self).handed();
                                   }),
                                   this->m_->strand, this->m_->strand, read_cancellation);
@@ -514,7 +514,7 @@ class node_op final : public contender_run {
     caller_->submitted = true;
     caller_->reply = reply_;
   }
-  void ended(std::error_code ec) override {
+  void ended(error_code ec) override {
     write_into(*caller_);
     done_->complete(ec);
   }

@@ -30,7 +30,7 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
                  m->stop_reporting->slot(),
                  // (The handler keeps the signal its slot belongs to.)
                  asio::bind_executor(m->strand, [weak, generation, stop = m->stop_reporting](
-                                                    std::error_code ec, session_state state) {
+                                                    error_code ec, session_state state) {
                    auto m = weak.lock();
                    if (!m || ec == asio::error::operation_aborted) return;
                    auto ended = [&](std::uint64_t g, bool expired) {
@@ -56,14 +56,14 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mutex_options options,
                                           queue_family family, std::optional<lock_strand> strand) {
   if (auto problem = path_problem(path); !problem.empty())
-    throw std::system_error(make_error_code(error::invalid_path), problem);
+    throw system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
-    throw std::system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
+    throw system_error(make_error_code(error::invalid_path), "the root cannot be a lock path");
   // Only a mutex is given a bound: other recipes take lock_options, and the
   // local handoff is the mutex rule's alone.
   assert(!options.local_handoff || family == queue_family::mutex);
   if (options.local_handoff && options.local_handoff->max_time.count() < 0)
-    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+    throw system_error(std::make_error_code(std::errc::invalid_argument),
                             "mutex_options::local_handoff: max_time is negative");
   auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family, std::move(strand));
   report_session_end(engine, s.state(), s.generation());

@@ -38,7 +38,14 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/version.hpp>
+// as_tuple left experimental in Asio 1.24 (Boost 1.80); the old name is gone
+// from newer Asio.
+#if defined(ZKASIO_BOOST_ASIO) || ASIO_VERSION >= 102400
+#include <asio/as_tuple.hpp>
+#else
 #include <asio/experimental/as_tuple.hpp>
+#endif
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -49,6 +56,7 @@
 #include <list>
 #include <span>
 #include <zkasio/detail/lock_engine.hpp>
+#include <zkasio/error_code.hpp>
 
 #include "recipes/rules/busy_backoff.hpp"
 #include "recipes/rules/decisions.hpp"
@@ -63,15 +71,19 @@ namespace zkasio::detail {
 
 using asio::awaitable;
 using asio::use_awaitable;
+#if defined(ZKASIO_BOOST_ASIO) || ASIO_VERSION >= 102400
+using asio::as_tuple;
+#else
 using asio::experimental::as_tuple;
+#endif
 using namespace asio::experimental::awaitable_operators;
 
 // The error code an exception stands for: a system_error's own, else
 // error::internal_error (never a ZooKeeper code).
-inline std::error_code code_of(std::exception_ptr e) {
+inline error_code code_of(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
-  } catch (const std::system_error& x) {
+  } catch (const system_error& x) {
     return x.code();
   } catch (...) {
     return make_error_code(error::internal_error);
@@ -83,7 +95,7 @@ inline std::error_code code_of(std::exception_ptr e) {
 // (which completes it at once) reaches the coroutine as terminal, which
 // ends in the background; an exception completes it with code_of's code.
 template <class... Values>
-void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_code, Values...>> work,
+void start_spawned(const lock_strand& strand, awaitable<std::tuple<error_code, Values...>> work,
                    completion_ptr<Values...> done) {
   asio::dispatch(strand, [strand, work = std::move(work), done = std::move(done)]() mutable {
     if (done->done()) return;  // cancelled before it started
@@ -94,9 +106,9 @@ void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_co
     done->on_cancel = [stop] { stop->emit(asio::cancellation_type::terminal); };
     asio::co_spawn(strand, std::move(work),
                    asio::bind_cancellation_slot(stop->slot(), [done, stop](std::exception_ptr e,
-                                                                           std::tuple<std::error_code, Values...> result) {
+                                                                           std::tuple<error_code, Values...> result) {
                      if (e) std::get<0>(result) = code_of(e);
-                     std::apply([&](std::error_code ec, auto&&... values) { done->complete(ec, std::move(values)...); },
+                     std::apply([&](error_code ec, auto&&... values) { done->complete(ec, std::move(values)...); },
                                 std::move(result));
                    }));
   });
@@ -105,7 +117,7 @@ void start_spawned(const lock_strand& strand, awaitable<std::tuple<std::error_co
 // Tells the lock object's observer (lock_options::observer), if it has one.
 // On the strand.
 inline void report(const mutex_options& options, std::string_view path, lock_event::kind what, std::string_view node,
-                   std::chrono::steady_clock::duration took, std::error_code ec = {}) noexcept {
+                   std::chrono::steady_clock::duration took, error_code ec = {}) noexcept {
   if (!options.observer) return;
   try {
     options.observer(lock_event{what, path, node, took, ec});
@@ -228,7 +240,7 @@ struct engine_state {
 struct listing_round {
   explicit listing_round(const lock_strand& strand) : ready(strand) {}
   strand_latch ready;  // set when the reply is in
-  std::error_code ec;
+  error_code ec;
   std::shared_ptr<const queue_view> view;
 };
 
@@ -285,14 +297,14 @@ struct grant {
   bool given_back = false;  // on the strand
   ~grant();
   // Completes every async_wait_lost with `ec`. On the strand.
-  void end_lost_waits(std::error_code ec) {
+  void end_lost_waits(error_code ec) {
     for (auto& done : std::exchange(lost_waiters, {})) done->complete(ec);
   }
 };
 
 // Tells the observer how an acquire begun at `started` ended: failed with
 // `ec`, or granted each of `held` (a semaphore's acquire may give several).
-inline void report_outcome(const engine_state& m, std::chrono::steady_clock::time_point started, std::error_code ec,
+inline void report_outcome(const engine_state& m, std::chrono::steady_clock::time_point started, error_code ec,
                            std::span<const lock> held) noexcept {
   auto took = std::chrono::steady_clock::now() - started;
   if (ec) return report(m.options, m.path, lock_event::kind::failed, {}, took, ec);
@@ -341,7 +353,7 @@ class background {
 struct create_reply {
   bool done = false;
   bool abandoned = false;  // its acquire ended first: the node is not adopted (its cleanup deletes it)
-  std::error_code ec;
+  error_code ec;
   lock_node node;
   node_stat stat;
 };
@@ -373,12 +385,12 @@ struct attempt {
   std::int64_t session_id = 0;
 };
 
-using listing = std::tuple<std::error_code, std::shared_ptr<const queue_view>>;
+using listing = std::tuple<error_code, std::shared_ptr<const queue_view>>;
 
 // Why an acquire's deadline passed: the lock was busy (lock_timeout), or
 // no server was connected then (not_connected): a program, and zklock's
 // exit status, tell "held by another" from "unreachable".
-inline std::error_code deadline_passed(const session& s) {
+inline error_code deadline_passed(const session& s) {
   return make_error_code(s.state() == session_state::connected ? error::lock_timeout : error::not_connected);
 }
 

@@ -25,9 +25,9 @@ reentry reentry_of(const engine_state& m, const owner& who, node_kind kind) {
 // behind. Each node goes, wherever the failure or cancellation struck, in the
 // background (cancellation is prompt). Not a coroutine: its removals start
 // even in a coroutine whose next co_await would throw, cancelled.
-std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_state>& m,
+std::vector<background<error_code>> discard(const std::shared_ptr<engine_state>& m,
                                                  std::vector<attempt> attempts) {
-  std::vector<background<std::error_code>> removing;
+  std::vector<background<error_code>> removing;
   for (auto& a : attempts) {
     if (a.reply && !a.reply->done) a.reply->abandoned = true;
     if (a.submitted) removing.emplace_back(m->strand, remove_attempt_node(m, std::move(a)));
@@ -38,9 +38,9 @@ std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_st
 // After lock_busy (a try), the nodes are gone by the time it reports: waits
 // for `removing`, then `ec`; operation_aborted if that wait was cancelled
 // (they go on).
-awaitable<std::error_code> removed_then(std::vector<background<std::error_code>> removing, std::error_code ec) {
+awaitable<error_code> removed_then(std::vector<background<error_code>> removing, error_code ec) {
   for (auto& r : removing)
-    if (!co_await r.wait()) co_return std::error_code(asio::error::operation_aborted);
+    if (!co_await r.wait()) co_return error_code(asio::error::operation_aborted);
   co_return ec;
 }
 

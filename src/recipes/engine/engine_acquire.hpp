@@ -2,6 +2,8 @@
 // owner, cancellation, the removal of a failed attempt's nodes.
 #pragma once
 
+#include <zkasio/error_code.hpp>
+
 #include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
@@ -14,8 +16,8 @@ struct reentry {
 
 reentry reentry_of(const engine_state& m, const owner& who, node_kind kind);
 // Starts the removal of the nodes of failed or cancelled attempts.
-std::vector<background<std::error_code>> discard(const std::shared_ptr<engine_state>& m,
+std::vector<background<error_code>> discard(const std::shared_ptr<engine_state>& m,
                                                  std::vector<attempt> attempts);
 // `ec` once `removing` is done (operation_aborted if that wait is cancelled).
-awaitable<std::error_code> removed_then(std::vector<background<std::error_code>> removing, std::error_code ec);
+awaitable<error_code> removed_then(std::vector<background<error_code>> removing, error_code ec);
 }  // namespace zkasio::detail

@@ -57,7 +57,7 @@ bool hold_sure(const hold& h) {
 // Why no grant can ever be sure (session_sure), if none can: a margin not
 // below the timeout. (Asked when a grant was not sure: such a margin would
 // have the acquire look again for ever.)
-std::error_code never_sure(const engine_state& m) {
+error_code never_sure(const engine_state& m) {
   if (m.options.safety_margin < m.s.negotiated_timeout()) return {};
   return make_error_code(error::invalid_safety_margin);
 }
@@ -118,7 +118,7 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
     return asio::bind_cancellation_slot(
         ((*stops_).*which).slot(),
         asio::bind_executor(h_->engine->strand, [self = shared_from_this(), stage_stops = stops_, f = std::move(f)](
-                                                    std::error_code ec, auto&&... values) mutable {
+                                                    error_code ec, auto&&... values) mutable {
           if (stage_stops == self->stops_ && ec != asio::error::operation_aborted)
             f(*self, ec, std::forward<decltype(values)>(values)...);
         }));
@@ -126,13 +126,13 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
 
   // The node: deleted, or its data changed (read: revoked?), until a loss.
   void watch_node() {
-    s_.async_wait_data_changed(h_->node, version_, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec, event_type event) {
+    s_.async_wait_data_changed(h_->node, version_, on_strand(&stops::node, [](hold_monitor& self, error_code ec, event_type event) {
       if (auto why = after_node_event(ec, event)) return self.lost(*why);
       self.read_node();
     }));
   }
   void read_node() {
-    s_.async_get_data(h_->node, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec, node_data data) {
+    s_.async_get_data(h_->node, on_strand(&stops::node, [](hold_monitor& self, error_code ec, node_data data) {
       if (auto why = after_node_read(ec, data.stat.czxid == self.h_->czxid, data.data == revoke_message))
         return self.lost(*why);
       self.version_ = data.stat.version;
@@ -145,14 +145,14 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
   // sends requests in the order they reach it) that finds the incarnation
   // says the node lived from before the watch was set: the watch is on it.
   void check_incarnation() {
-    s_.async_exists(h_->node, on_strand(&stops::incarnation, [](hold_monitor& self, std::error_code ec,
+    s_.async_exists(h_->node, on_strand(&stops::incarnation, [](hold_monitor& self, error_code ec,
                                                               std::optional<node_stat> st) {
       if (!ec && (!st || st->czxid != self.h_->czxid)) self.lost(loss::node_gone);
     }));
   }
   // Once the lock may be lost: until its node is gone.
   void wait_node_gone() {
-    s_.async_wait_deleted(h_->node, on_strand(&stops::node, [](hold_monitor& self, std::error_code ec) {
+    s_.async_wait_deleted(h_->node, on_strand(&stops::node, [](hold_monitor& self, error_code ec) {
       self.lost(ec ? loss_of(ec) : loss::node_gone);
     }));
   }
@@ -161,7 +161,7 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
   // at the sure time it last gave.
   void watch_session() {
     if (!judge_session()) return;
-    s_.async_wait_state_change(state_, on_strand(&stops::session, [](hold_monitor& self, std::error_code ec,
+    s_.async_wait_state_change(state_, on_strand(&stops::session, [](hold_monitor& self, error_code ec,
                                                                    session_state next) {
       if (ec) return self.lost(loss_of(ec));
       self.state_ = next;
@@ -179,7 +179,7 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
       return false;
     }
     timer_.expires_at(verdict.look_again);
-    timer_.async_wait(asio::bind_executor(h_->engine->strand, [self = shared_from_this(), at = stops_](std::error_code ec) {
+    timer_.async_wait(asio::bind_executor(h_->engine->strand, [self = shared_from_this(), at = stops_](error_code ec) {
       // (last_contact may have moved meanwhile: look again.)
       if (!ec && at == self->stops_) self->judge_session();
     }));
@@ -192,13 +192,13 @@ class hold_monitor : public std::enable_shared_from_this<hold_monitor> {
   // does a listing that failed: the bound then starts early, never late.
   void watch_queue() {
     auto& path = h_->engine->path;
-    s_.async_get_children(path, on_strand(&stops::queue, [](hold_monitor& self, std::error_code ec, children kids) {
+    s_.async_get_children(path, on_strand(&stops::queue, [](hold_monitor& self, error_code ec, children kids) {
       bool others = ec || std::any_of(kids.names.begin(), kids.names.end(), [&](const std::string& name) {
                       return name != self.h_->name && parse_lock_node(name);
                     });
       if (others) return self.other_seen();
       self.s_.async_wait_children_changed(self.h_->engine->path, kids.stat.cversion,
-                                          self.on_strand(&stops::queue, [](hold_monitor& other, std::error_code, event_type) {
+                                          self.on_strand(&stops::queue, [](hold_monitor& other, error_code, event_type) {
                                             other.other_seen();
                                           }));
     }));
@@ -255,20 +255,20 @@ lock grant_of(const std::shared_ptr<hold>& h) {
 // goes on when `done` is cancelled (operation_aborted at once). lock_lost
 // when the lock had been lost.
 void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
-  auto tell = [&done](std::error_code ec) {
+  auto tell = [&done](error_code ec) {
     if (done) done->complete(ec);
   };
-  if (--h->grants > 0) return tell(h->lost ? make_error_code(error::lock_lost) : std::error_code{});
+  if (--h->grants > 0) return tell(h->lost ? error_code(error::lock_lost) : error_code{});
   if (h->in_run && hand_off(h)) return tell({});
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
   asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->czxid),
-                 [h, was_lost, done = std::move(done)](std::exception_ptr e, std::error_code ec) {
+                 [h, was_lost, done = std::move(done)](std::exception_ptr e, error_code ec) {
                    if (e) ec = code_of(e);
                    h->stop_monitor.emit(asio::cancellation_type::terminal);
                    h->turn.reset();  // (a race hold: the next of its session may create the node now)
-                   if (done) done->complete(!ec && was_lost ? make_error_code(error::lock_lost) : ec);
+                   if (done) done->complete(!ec && was_lost ? error_code(error::lock_lost) : ec);
                  });
   // (Its node is behind the one being deleted: it waits for that here.)
   if (std::exchange(h->in_run, false)) pass_lead(h->engine);

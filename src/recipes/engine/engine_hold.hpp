@@ -2,6 +2,8 @@
 // signal), its grants, its release, and a mutex's in-process handoff.
 #pragma once
 
+#include <zkasio/error_code.hpp>
+
 #include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
@@ -21,7 +23,7 @@ bool session_sure(const engine_state& m);
 // notified is not known here: the holder's lost signal fires when it is.)
 bool hold_sure(const hold& h);
 // invalid_safety_margin when no grant can ever be sure.
-std::error_code never_sure(const engine_state& m);
+error_code never_sure(const engine_state& m);
 // A new lock object sharing `h`.
 lock grant_of(const std::shared_ptr<hold>& h);
 // Gives one grant's share of `h` back; the last deletes the node. `done`

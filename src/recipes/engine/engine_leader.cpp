@@ -38,14 +38,14 @@ bool same_leader(const std::optional<leader>& a, const std::optional<leader>& b)
   return a.has_value() == b.has_value() && (!a || (a->node == b->node && a->fencing_token == b->fencing_token));
 }
 
-awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_ptr<engine_state> m) {
+awaitable<std::tuple<error_code, leader_look>> look_for_leader(std::shared_ptr<engine_state> m) {
   auto& s = m->s;
   bool race = m->family == queue_family::race;
   auto [parent, leaf] = split_path(m->path);
   leader_look look{.who = std::nullopt, .dir = race ? parent : m->path, .cversion = std::nullopt};
   for (;;) {
     auto [ec, kids] = co_await s.async_get_children(look.dir, as_tuple(use_awaitable));
-    if (ec == zk_error::no_node) co_return std::make_tuple(std::error_code{}, look);
+    if (ec == zk_error::no_node) co_return std::make_tuple(error_code{}, look);
     if (ec) co_return std::make_tuple(ec, look);
     look.cversion = kids.stat.cversion;
     look.dir_czxid = kids.stat.czxid;
@@ -55,12 +55,12 @@ awaitable<std::tuple<std::error_code, leader_look>> look_for_leader(std::shared_
     } else if (auto queue = lock_queue(kids.names, m->family); !queue.empty()) {
       name = queue.front().name;
     }
-    if (!name) co_return std::make_tuple(std::error_code{}, look);
+    if (!name) co_return std::make_tuple(error_code{}, look);
     auto [read_ec, data] = co_await s.async_get_data(m->full(*name), as_tuple(use_awaitable));
     if (read_ec == zk_error::no_node) continue;  // it went meanwhile: look again
     if (read_ec) co_return std::make_tuple(read_ec, look);
     look.who = leader{m->full(*name), std::move(data.data), fence_token{data.stat.czxid}};
-    co_return std::make_tuple(std::error_code{}, look);
+    co_return std::make_tuple(error_code{}, look);
   }
 }
 
@@ -84,31 +84,31 @@ awaitable<bool> has_child(session& s, std::string dir, std::string leaf) {
 // path made, or any other child: the caller looks again). An observer makes
 // nothing: a path it made would carry its session's ACL, which may lock
 // other identities out of the election.
-awaitable<std::error_code> until_made(session& s, std::string path) {
+awaitable<error_code> until_made(session& s, std::string path) {
   for (auto [dir, leaf] = split_path(path);; std::tie(dir, leaf) = split_path(dir)) {
     auto [ec, kids] = co_await s.async_get_children(dir, as_tuple(use_awaitable));
     if (ec == zk_error::no_node && dir != "/") continue;  // (under a chroot, "/" may not exist)
     if (ec || std::find(kids.names.begin(), kids.names.end(), leaf) != kids.names.end()) co_return ec;
     auto woken = co_await (s.async_wait_children_changed(dir, kids.stat.cversion, as_tuple(use_awaitable)) ||
                            has_child(s, dir, leaf));
-    if (woken.index() == 1) co_return std::error_code{};
+    if (woken.index() == 1) co_return error_code{};
     auto [watch_ec, event] = std::get<0>(woken);
-    co_return watch_ec == zk_error::no_node ? std::error_code{} : watch_ec;
+    co_return watch_ec == zk_error::no_node ? error_code{} : watch_ec;
   }
 }
 
-awaitable<std::tuple<std::error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
+awaitable<std::tuple<error_code, std::optional<leader>>> current_leader(std::shared_ptr<engine_state> state) {
   auto [ec, look] = co_await look_for_leader(state);
   co_return std::make_tuple(ec, std::move(look.who));
 }
 
-awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
+awaitable<std::tuple<error_code, std::optional<leader>>> leader_change(std::shared_ptr<engine_state> state,
                                                                             std::optional<leader> last_seen) {
   auto& s = state->s;
   for (;;) {
     auto [ec, look] = co_await look_for_leader(state);
     if (ec || !same_leader(look.who, last_seen)) co_return std::make_tuple(ec, std::move(look.who));
-    std::error_code wait_ec;
+    error_code wait_ec;
     if (!look.cversion) {  // no election yet: its path is where one appears
       wait_ec = co_await until_made(s, look.dir);
     } else if (look.who && state->family != queue_family::race) {
@@ -118,18 +118,18 @@ awaitable<std::tuple<std::error_code, std::optional<leader>>> leader_change(std:
                                other_incarnation(s, look.dir, look.dir_czxid));
       if (changed.index() == 0) {
         auto [watch_ec, event] = std::get<0>(changed);
-        wait_ec = watch_ec == zk_error::no_node ? std::error_code{} : watch_ec;
+        wait_ec = watch_ec == zk_error::no_node ? error_code{} : watch_ec;
       }
     }
     if (wait_ec) co_return std::make_tuple(wait_ec, std::optional<leader>{});
   }
 }
 
-awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
+awaitable<std::tuple<error_code, std::vector<contender>>> contenders(std::shared_ptr<engine_state> state) {
   auto& s = state->s;
   auto [ec, kids] = co_await s.async_get_children(state->path, as_tuple(use_awaitable));
   std::vector<contender> queue;
-  if (ec) co_return std::make_tuple(ec == zk_error::no_node ? std::error_code{} : ec, std::move(queue));
+  if (ec) co_return std::make_tuple(ec == zk_error::no_node ? error_code{} : ec, std::move(queue));
   for (auto& node : lock_queue(kids.names, state->family)) {
     auto [read_ec, data] = co_await s.async_get_data(state->full(node.name), as_tuple(use_awaitable));
     if (read_ec == zk_error::no_node) continue;  // it went while we read
@@ -137,10 +137,10 @@ awaitable<std::tuple<std::error_code, std::vector<contender>>> contenders(std::s
     queue.push_back({state->full(node.name), static_cast<std::int32_t>(node.sequence), std::move(data.data),
                      node.kind == node_kind::read});
   }
-  co_return std::make_tuple(std::error_code{}, std::move(queue));
+  co_return std::make_tuple(error_code{}, std::move(queue));
 }
 
-awaitable<std::tuple<std::error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
+awaitable<std::tuple<error_code>> revoke(std::shared_ptr<engine_state> state, std::string node) {
   auto dir = state->path + "/";
   if (!node.starts_with(dir) || node.size() == dir.size())
     co_return std::make_tuple(make_error_code(error::invalid_path));

@@ -28,7 +28,7 @@ class lease_op final : public machine_run<lease_op> {
   void begin() {
     if (done_->done()) return;  // cancelled before it ran: nothing made
     report(m_->options, m_->path, lock_event::kind::acquiring, {}, {});
-    deadline_ = arm_stops(m_, *done_, request_.deadline, [weak = weak_from_this()](std::error_code ec) {
+    deadline_ = arm_stops(m_, *done_, request_.deadline, [weak = weak_from_this()](error_code ec) {
       if (auto self = weak.lock()) self->stop_with(ec);
     });
     fsm_.emplace(lease_acquire::request{.count = request_.count,
@@ -74,7 +74,7 @@ class lease_op final : public machine_run<lease_op> {
     if (auto* f = std::get_if<la::fail>(&next)) {
       mutex_ = {};
       if (!f->after_removal) return complete(f->ec);
-      return after_removal(m_, std::exchange(removing_, {}), f->ec, [self = shared_from_this()](std::error_code ec) {
+      return after_removal(m_, std::exchange(removing_, {}), f->ec, [self = shared_from_this()](error_code ec) {
         self->complete(ec);
       });
     }
@@ -91,18 +91,18 @@ class lease_op final : public machine_run<lease_op> {
     if (std::holds_alternative<rw::granted>(next)) return resume(lease_acquire::room_ended{{}, mutex_lost_});
     if (auto* f = std::get_if<rw::fail>(&next)) return resume(lease_acquire::room_ended{f->ec, mutex_lost_});
     if (std::holds_alternative<rw::list>(next))
-      return m_->s.async_get_children(m_->path, reply([](std::error_code ec, children kids) -> rw::event {
+      return m_->s.async_get_children(m_->path, reply([](error_code ec, children kids) -> rw::event {
                                         return rw::listed{ec, std::move(kids.names), kids.stat.cversion};
                                       }));
     if (std::holds_alternative<rw::sync>(next))
-      return m_->s.async_sync(m_->path, reply([](std::error_code ec) -> rw::event { return rw::synced{ec}; }));
+      return m_->s.async_sync(m_->path, reply([](error_code ec) -> rw::event { return rw::synced{ec}; }));
     if (auto* c = std::get_if<rw::connect>(&next))
-      return connect(c->after, [](std::error_code ec) -> rw::event { return rw::connected{ec}; });
+      return connect(c->after, [](error_code ec) -> rw::event { return rw::connected{ec}; });
     // Until the children change, or the mutex may be lost (mutex_watch).
     if (mutex_lost_) return resume(rw::mutex_lost{});
     watching_ = true;
     m_->s.async_wait_children_changed(m_->path, std::get<rw::watch>(next).cversion,
-                                      reply([](std::error_code ec, event_type) -> rw::event { return rw::changed{ec}; }));
+                                      reply([](error_code ec, event_type) -> rw::event { return rw::changed{ec}; }));
   }
 
   // The semaphore's mutex, for a new attempt (its leases not made yet).
@@ -113,7 +113,7 @@ class lease_op final : public machine_run<lease_op> {
     mine_.clear();
     for (std::size_t i = 0; i < request_.count; ++i)
       mine_.push_back(fresh_attempt(*m_, {.kind = node_kind::lease, .try_once = request_.try_once}));
-    taking_ = make_completion<lock>(on_strand([](lease_op& self, std::error_code ec, lock taken) {
+    taking_ = make_completion<lock>(on_strand([](lease_op& self, error_code ec, lock taken) {
                                       self.taking_ = nullptr;
                                       self.mutex_ = std::move(taken);
                                       if (!ec) self.watch_mutex();
@@ -142,7 +142,7 @@ class lease_op final : public machine_run<lease_op> {
   }
 
   void make_lease(std::size_t index) {
-    creating_ = make_completion<>(on_strand([index](lease_op& self, std::error_code ec) {
+    creating_ = make_completion<>(on_strand([index](lease_op& self, error_code ec) {
                                     self.creating_ = nullptr;
                                     self.resume(lease_acquire::lease_made{ec, self.mine_[index].generation});
                                   }),
@@ -153,7 +153,7 @@ class lease_op final : public machine_run<lease_op> {
   // The deadline, or the caller's cancellation: the request pending stops
   // at once (a create writes nothing more into the attempt), and the
   // attempt's nodes go in the background.
-  void stop_with(std::error_code ec) {
+  void stop_with(error_code ec) {
     if (!running()) return;
     fsm_->abort();
     stop_pending();
@@ -164,7 +164,7 @@ class lease_op final : public machine_run<lease_op> {
     complete(ec);
   }
 
-  void complete(std::error_code ec, std::vector<lock> held = {}) {
+  void complete(error_code ec, std::vector<lock> held = {}) {
     if (deadline_) deadline_->cancel();
     report_outcome(*m_, started_, ec, held);
     done_->complete(ec, std::move(held));
@@ -183,7 +183,7 @@ class lease_op final : public machine_run<lease_op> {
   bool watching_ = false;            // the wait for room watches the children
   completion_ptr<lock> taking_;      // the mutex's acquire, while pending
   completion_ptr<> creating_;        // a lease's create, while pending
-  std::vector<background<std::error_code>> removing_;  // the last attempt's leases, going
+  std::vector<background<error_code>> removing_;  // the last attempt's leases, going
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();  // (lock_event's took)
 };
 

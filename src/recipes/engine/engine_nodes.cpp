@@ -7,7 +7,7 @@ namespace zkasio::detail {
 namespace {
 
 // Errors that mean the node went with the session.
-bool session_gone(std::error_code ec) {
+bool session_gone(error_code ec) {
   return ec == zk_error::session_expired || ec == error::session_closed || ec == zk_error::auth_failed;
 }
 
@@ -17,7 +17,7 @@ void send_next_listing(const std::shared_ptr<engine_state>& m) {
   auto round = std::exchange(m->next_listing, nullptr);
   if (!round) return;
   m->listing_in_flight = true;
-  m->s.async_get_children(m->path, asio::bind_executor(m->strand, [m, round](std::error_code ec, children kids) {
+  m->s.async_get_children(m->path, asio::bind_executor(m->strand, [m, round](error_code ec, children kids) {
     round->ec = ec;
     if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
     round->ready.set();
@@ -46,12 +46,12 @@ std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>&
   return round;
 }
 
-awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_listing(
+awaitable<std::tuple<error_code, std::shared_ptr<const queue_view>>> fresh_listing(
     std::shared_ptr<engine_state> m) {
   auto round = next_listing(m);
   co_await round->ready.async_wait(as_tuple(use_awaitable));
   if (!round->ready.is_set())
-    co_return std::make_tuple(std::error_code(asio::error::operation_aborted), nullptr);
+    co_return std::make_tuple(error_code(asio::error::operation_aborted), nullptr);
   co_return std::make_tuple(round->ec, round->view);
 }
 
@@ -60,7 +60,7 @@ awaitable<std::tuple<std::error_code, std::shared_ptr<const queue_view>>> fresh_
 // (throttled_op, session_moved: the connection stands) a pause first (see
 // busy_backoff.hpp). The session's error if it is over; operation_aborted
 // if cancelled during the pause.
-awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec) {
+awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec) {
   if (busy_answer(ec)) {
     asio::steady_timer pause(m->strand, m->busy.next(std::chrono::steady_clock::now()));
     if (auto [pause_ec] = co_await pause.async_wait(as_tuple(use_awaitable)); pause_ec) co_return pause_ec;
@@ -79,7 +79,7 @@ awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::err
 // creates in turn: it is deleted only while it is still this session's and,
 // when `czxid` is known, the same incarnation. (Only an operator's delete and
 // another session's create between that check and the delete escape it.)
-awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
+awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
                                        std::int64_t owner_id, std::int64_t czxid) {
   auto& s = m->s;
   for (bool retry = false;; retry = true) {
@@ -87,17 +87,17 @@ awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::str
       m->known->gone(name);
       co_return make_error_code(error::lock_lost);
     }
-    std::error_code ec;
+    error_code ec;
     if (name.empty()) {
       auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
       ec = stat_ec;
       if (!ec && (!st || st->ephemeral_owner != owner_id || (czxid != 0 && st->czxid != czxid)))
-        co_return retry ? std::error_code{} : make_error_code(error::lock_lost);
+        co_return retry ? error_code{} : error_code(error::lock_lost);
     }
     if (!ec) std::tie(ec) = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
     // (Closed while disconnected, a session's nodes live until it expires.)
     if (!ec || ec == zk_error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
-    if (!ec || (ec == zk_error::no_node && retry)) co_return std::error_code{};
+    if (!ec || (ec == zk_error::no_node && retry)) co_return error_code{};
     if (ec == zk_error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
     if (ec != condition::retryable) co_return ec;
     if (auto connect_ec = co_await until_retry(m, ec)) {
@@ -128,18 +128,18 @@ acl node_acl(const engine_state& m) {
 }
 
 // Creates `path` and its parents when missing, as containers.
-awaitable<std::error_code> create_parents(engine_state& m, const std::string& path) {
+awaitable<error_code> create_parents(engine_state& m, const std::string& path) {
   const create_options container(create_mode::container, node_acl(m));
   for (auto slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     auto parent = path.substr(0, slash);
     auto [ec, made] = co_await m.s.async_create(parent, "", container, as_tuple(use_awaitable));
     if (ec && ec != zk_error::node_exists) co_return ec;
-    if (slash == std::string::npos) co_return std::error_code{};
+    if (slash == std::string::npos) co_return error_code{};
   }
 }
 
 // Whether the attempt `a` rides through `ec` (decisions.hpp's rule).
-bool ride_through(std::error_code ec, const session& s, const attempt& a) {
+bool ride_through(error_code ec, const session& s, const attempt& a) {
   return rides_through(ec, a.one_look, s.generation(), a.generation);
 }
 
@@ -147,11 +147,11 @@ bool ride_through(std::error_code ec, const session& s, const attempt& a) {
 // Cut off meanwhile, it waits for the connection, and the caller creates
 // again (in the same session; parents are shared containers: nothing to
 // undo).
-awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
+awaitable<error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
   auto ec = co_await create_parents(*m, path);
   if (!ride_through(ec, m->s, a)) co_return ec;
   if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
-  co_return m->s.generation() == a.generation ? std::error_code{} : make_error_code(zk_error::session_expired);
+  co_return m->s.generation() == a.generation ? error_code{} : error_code(zk_error::session_expired);
 }
 
 namespace {
@@ -164,12 +164,12 @@ namespace {
 // create failed (a busy server's answer: a pause first, see until_retry).
 // (A coroutine of its own, so that a waiter's frame does not carry all this.)
 awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m, attempt& a,
-                                                 std::error_code create_ec) {
+                                                 error_code create_ec) {
   auto& s = m->s;
   auto expired = [&] { return s.generation() != a.generation; };
   // Asked again while the connection fails (a lookup cut off is not an
   // answer): `failed` is the last request's error, create_ec at first.
-  for (std::error_code failed = create_ec;;) {
+  for (error_code failed = create_ec;;) {
     if (auto connect_ec = co_await until_retry(m, failed)) co_return listing(connect_ec, nullptr);
     if (expired()) co_return listing(make_error_code(zk_error::session_expired), nullptr);
     // Reconnected maybe to another server: it must have seen the create, if
@@ -206,7 +206,7 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m
     if (view->others_before[mine] > 0)
       view = std::make_shared<const queue_view>(
           m->known->view({view->nodes.begin(), view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1}));
-    co_return listing(std::error_code{}, std::move(view));
+    co_return listing(error_code{}, std::move(view));
   }
 }
 
@@ -218,17 +218,17 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m
 // before). Only a node whose ephemeral owner is the current session: a node
 // of an earlier session of this one went with it, and a node of another
 // process never carries our uuid (and is never taken for ours if it did).
-awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
+awaitable<error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a) {
   // No reply yet: found as after a lost reply. (The reply, if it comes, comes
   // before the lookup's listing, which shows the node then.)
   a.one_look = false;  // (a try's cleanup waits for the connection all the same)
   if (a.node.name.empty()) {
     auto found = co_await find_lost_node(m, a, {});
-    if (!found) co_return std::error_code{};  // not made, or gone already
+    if (!found) co_return error_code{};  // not made, or gone already
     // The session over: so is the node.
-    if (auto ec = std::get<0>(*found)) co_return ec == zk_error::session_expired ? std::error_code{} : ec;
+    if (auto ec = std::get<0>(*found)) co_return ec == zk_error::session_expired ? error_code{} : ec;
   }
-  if (a.gone) co_return std::error_code{};
+  if (a.gone) co_return error_code{};
   co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
 }
 

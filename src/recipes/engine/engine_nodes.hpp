@@ -2,6 +2,8 @@
 // found again after a lost reply, deleted (never another session's).
 #pragma once
 
+#include <zkasio/error_code.hpp>
+
 #include "recipes/engine/engine.hpp"
 
 namespace zkasio::detail {
@@ -13,11 +15,11 @@ std::shared_ptr<listing_round> next_listing(const std::shared_ptr<engine_state>&
 awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
 // After a request failed with `ec` (retryable; or none yet): once it may be
 // asked again (connected; after a busy answer, a pause first).
-awaitable<std::error_code> until_retry(std::shared_ptr<engine_state> m, std::error_code ec);
+awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec);
 // Deletes `name`, a node of the ephemeral owner `owner_id` (the race
 // recipes' node when empty, and then only the incarnation `czxid` if known),
 // retried while that session lives; lock_lost when it was gone already.
-awaitable<std::error_code> delete_node(std::shared_ptr<engine_state> m, std::string name, std::int64_t owner_id,
+awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string name, std::int64_t owner_id,
                                        std::int64_t czxid = 0);
 attempt fresh_attempt(const engine_state& m, const acquire_request& request);
 // The node of its own owner that does not block an attempt (a downgrade's).
@@ -25,14 +27,14 @@ std::string_view exempt(const attempt& a);
 // The ACL of the nodes the engine creates.
 acl node_acl(const engine_state& m);
 // Creates `path` and its parents when missing, as containers.
-awaitable<std::error_code> create_parents(engine_state& m, const std::string& path);
+awaitable<error_code> create_parents(engine_state& m, const std::string& path);
 // Whether the acquire rides through `ec`: the connection lost or the server
 // busy, in the attempt's session.
-bool ride_through(std::error_code ec, const session& s, const attempt& a);
+bool ride_through(error_code ec, const session& s, const attempt& a);
 // Makes `path` and its parents for `a`, whose create found none.
-awaitable<std::error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a);
+awaitable<error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a);
 // Deletes a failed or cancelled attempt's node if its create took effect.
-awaitable<std::error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a);
+awaitable<error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attempt a);
 // The path's parent and the node's name in it.
 std::pair<std::string, std::string> split_path(const std::string& path);
 

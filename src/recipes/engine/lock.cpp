@@ -61,7 +61,7 @@ fence_token lock::fencing_token() const {
 bool lock::lost() const noexcept { return !grant_ || grant_->held->lost.load(std::memory_order_acquire); }
 
 asio::cancellation_slot lock::lost_slot() {
-  if (!grant_) throw std::system_error(make_error_code(error::not_held), "lock::lost_slot");
+  if (!grant_) throw system_error(make_error_code(error::not_held), "lock::lost_slot");
   if (!lost()) return grant_->lost_signal.slot();
   // Lost already: a signal of its own, emitted after the caller (on the
   // strand) has bound it, so that a binding after the loss is not missed.
@@ -77,7 +77,7 @@ asio::cancellation_slot lock::lost_slot() {
 }
 
 asio::any_io_executor lock::get_executor() const {
-  if (!engine_) throw std::system_error(make_error_code(error::not_held), "a lock that never held");
+  if (!engine_) throw system_error(make_error_code(error::not_held), "a lock that never held");
   return engine_->strand;
 }
 
@@ -111,7 +111,7 @@ void detail::start_guarded_multi(const std::shared_ptr<engine_state>& engine, st
     // session's write does).
     hold.engine->s.async_multi(
         std::move(ops), asio::bind_executor(hold.engine->strand, [done = std::move(done)](
-                                                                 std::error_code ec, std::vector<op_result> results) {
+                                                                 error_code ec, std::vector<op_result> results) {
           // The check failed: the node is gone, so the lock was lost.
           if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
             ec = make_error_code(error::lock_lost);

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 #include <zkasio/detail/completion.hpp>
+#include <zkasio/error_code.hpp>
 
 #include "recipes/engine/engine.hpp"
 #include "recipes/engine/engine_acquire.hpp"
@@ -52,21 +53,21 @@ class machine_run : public std::enable_shared_from_this<Run> {
   // A coroutine's answer (its error) as the pending request's: fed back in
   // as make_event(error).
   template <class MakeEvent>
-  void spawn(awaitable<std::error_code> work, MakeEvent make_event) {
+  void spawn(awaitable<error_code> work, MakeEvent make_event) {
     asio::co_spawn(m_->strand, std::move(work),
-                   reply([make_event = std::move(make_event)](std::exception_ptr e, std::error_code ec) {
+                   reply([make_event = std::move(make_event)](std::exception_ptr e, error_code ec) {
                      return make_event(e ? code_of(e) : ec);
                    }));
   }
   // Once it may ask again: connected, after a pause when the server said it
   // was busy (see busy_backoff.hpp); fed back in as connected(error).
   template <class MakeEvent>
-  void connect(std::error_code after, MakeEvent connected) {
+  void connect(error_code after, MakeEvent connected) {
     if (!busy_answer(after)) return m_->s.async_connect(reply(connected));
     // (The pause is the pending request: a stop ends it at once. Its
     // handler keeps the timer until it has left the slot.)
     auto pause = std::make_shared<asio::steady_timer>(m_->strand, m_->busy.next(std::chrono::steady_clock::now()));
-    pause->async_wait(on_strand([pause, connected](Run& self, std::error_code ec) {
+    pause->async_wait(on_strand([pause, connected](Run& self, error_code ec) {
       if (ec) return self.resume(connected(ec));
       self.m_->s.async_connect(self.reply(connected));
     }));
@@ -98,7 +99,7 @@ std::unique_ptr<asio::steady_timer> arm_stops(const std::shared_ptr<engine_state
   done.on_cancel = [stop] { stop(asio::error::operation_aborted); };
   if (!deadline) return nullptr;
   auto timer = std::make_unique<asio::steady_timer>(m->strand, *deadline);
-  timer->async_wait([m, stop](std::error_code ec) {
+  timer->async_wait([m, stop](error_code ec) {
     if (!ec) stop(deadline_passed(m->s));
   });
   return timer;
@@ -108,10 +109,10 @@ std::unique_ptr<asio::steady_timer> arm_stops(const std::shared_ptr<engine_state
 // nothing is left by the time it reports); then(operation_aborted) if that
 // wait was cancelled (they go on).
 template <class Then>
-void after_removal(const std::shared_ptr<engine_state>& m, std::vector<background<std::error_code>> removing,
-                   std::error_code ec, Then then) {
+void after_removal(const std::shared_ptr<engine_state>& m, std::vector<background<error_code>> removing,
+                   error_code ec, Then then) {
   asio::co_spawn(m->strand, removed_then(std::move(removing), ec),
-                 [then = std::move(then)](std::exception_ptr e, std::error_code ec) mutable {
+                 [then = std::move(then)](std::exception_ptr e, error_code ec) mutable {
                    then(e ? code_of(e) : ec);
                  });
 }

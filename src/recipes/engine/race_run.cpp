@@ -14,12 +14,12 @@ namespace {
 // such a node is this attempt's); nullopt if not. Asked again while the
 // connection fails; session_expired once the attempt's session is over (the
 // node, if made, went with it).
-awaitable<std::tuple<std::error_code, std::optional<node_stat>>> find_race_node(std::shared_ptr<engine_state> m,
+awaitable<std::tuple<error_code, std::optional<node_stat>>> find_race_node(std::shared_ptr<engine_state> m,
                                                                                const attempt& a) {
   auto& s = m->s;
-  auto failure = [](std::error_code ec) { return std::make_tuple(ec, std::optional<node_stat>()); };
+  auto failure = [](error_code ec) { return std::make_tuple(ec, std::optional<node_stat>()); };
   // `failed`: the last request's error.
-  for (std::error_code failed;;) {
+  for (error_code failed;;) {
     if (auto connect_ec = co_await until_retry(m, failed)) co_return failure(connect_ec);
     if (s.generation() != a.generation) co_return failure(make_error_code(zk_error::session_expired));
     std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
@@ -30,17 +30,17 @@ awaitable<std::tuple<std::error_code, std::optional<node_stat>>> find_race_node(
     if (ride_through(failed, s, a)) continue;
     if (failed) co_return failure(failed);
     if (st && st->ephemeral_owner != a.session_id) st.reset();
-    co_return std::make_tuple(std::error_code{}, st);
+    co_return std::make_tuple(error_code{}, st);
   }
 }
 
 // After a failed or cancelled race: deletes the node if this attempt's
 // create took effect (this session's node: the attempt has the session's
 // turn, which it keeps until then).
-awaitable<std::error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
+awaitable<error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
   a.one_look = false;  // (a try's cleanup waits for the connection all the same)
   auto [ec, mine] = co_await find_race_node(m, a);
-  if (ec == zk_error::session_expired) co_return std::error_code{};  // it went with its session
+  if (ec == zk_error::session_expired) co_return error_code{};  // it went with its session
   if (ec || !mine) co_return ec;
   co_return co_await delete_node(m, "", mine->ephemeral_owner, a.stat.czxid ? a.stat.czxid : mine->czxid);
 }
@@ -85,25 +85,25 @@ void race_run::act(race_acquire::action next) {
   }
   if (auto* f = std::get_if<ra::fail>(&next)) return ended(f->ec);
   if (auto* c = std::get_if<ra::connect>(&next))
-    return connect(c->after, [](std::error_code ec) -> ra::event { return ra::connected{ec}; });
+    return connect(c->after, [](error_code ec) -> ra::event { return ra::connected{ec}; });
   if (auto* t = std::get_if<ra::take_turn>(&next)) return take_turn(t->wait);
   if (std::holds_alternative<ra::create>(next)) {
     a_.submitted = true;
     return m_->s.async_create(m_->path, node_data(), create_options(create_mode::ephemeral, node_acl(*m_)),
-                              reply([](std::error_code ec, created made) -> ra::event { return ra::created{ec, made.stat}; }));
+                              reply([](error_code ec, created made) -> ra::event { return ra::created{ec, made.stat}; }));
   }
   if (std::holds_alternative<ra::look_up>(next))
-    return m_->s.async_exists(m_->path, reply([](std::error_code ec, std::optional<node_stat> st) -> ra::event {
+    return m_->s.async_exists(m_->path, reply([](error_code ec, std::optional<node_stat> st) -> ra::event {
                                 return ra::looked_up{ec, st};
                               }));
   if (std::holds_alternative<ra::sync>(next))
-    return m_->s.async_sync(m_->path, reply([](std::error_code ec) -> ra::event { return ra::synced{ec}; }));
+    return m_->s.async_sync(m_->path, reply([](error_code ec) -> ra::event { return ra::synced{ec}; }));
   if (auto* r = std::get_if<ra::remove_own>(&next))
-    return spawn(delete_node(m_, "", r->owner, r->czxid), [](std::error_code ec) -> ra::event { return ra::removed{ec}; });
+    return spawn(delete_node(m_, "", r->owner, r->czxid), [](error_code ec) -> ra::event { return ra::removed{ec}; });
   if (std::holds_alternative<ra::watch>(next))
-    return m_->s.async_wait_deleted(m_->path, reply([](std::error_code ec) -> ra::event { return ra::gone{ec}; }));
+    return m_->s.async_wait_deleted(m_->path, reply([](error_code ec) -> ra::event { return ra::gone{ec}; }));
   // (Parents are shared containers: nothing to undo when stopped.)
-  spawn(make_parents(m_, split_path(m_->path).first, a_), [](std::error_code ec) -> ra::event { return ra::parents_made{ec}; });
+  spawn(make_parents(m_, split_path(m_->path).first, a_), [](error_code ec) -> ra::event { return ra::parents_made{ec}; });
 }
 
 // The session's turn (see local_turns.hpp): from then on the attempt holds
@@ -115,13 +115,13 @@ void race_run::take_turn(bool wait) {
     a_.turn = m_->turns->try_take(key);
     return resume(race_acquire::turn_taken{{}, a_.turn != nullptr});
   }
-  auto fed = current([](race_run& self, std::error_code ec, std::shared_ptr<local_turns::turn> turn) {
+  auto fed = current([](race_run& self, error_code ec, std::shared_ptr<local_turns::turn> turn) {
     self.a_.turn = std::move(turn);
     self.resume(race_acquire::turn_taken{ec, self.a_.turn != nullptr});
   });
   // A turn granted is taken, also by an attempt stopped meanwhile (whose
   // handler drops it: it passes on), lest the line wait for ever.
-  auto take = [fed, m = m_, key](std::error_code ec) mutable { fed(ec, ec ? nullptr : m->turns->take(key)); };
+  auto take = [fed, m = m_, key](error_code ec) mutable { fed(ec, ec ? nullptr : m->turns->take(key)); };
   m_->turns->enter(key, m_->strand,
                    make_completion<>(pending_.bind(m_->strand, std::move(take)),
                                      m_->strand, m_->strand, read_cancellation));
@@ -133,9 +133,9 @@ void race_run::stop() {
   stop_pending();
 }
 
-std::vector<background<std::error_code>> race_run::discard_attempt() {
+std::vector<background<error_code>> race_run::discard_attempt() {
   auto a = std::exchange(a_, {});
-  std::vector<background<std::error_code>> removing;
+  std::vector<background<error_code>> removing;
   if (a.submitted && a.turn) removing.emplace_back(m_->strand, remove_race_node(m_, std::move(a)));
   return removing;
 }

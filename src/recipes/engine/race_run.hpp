@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <zkasio/error_code.hpp>
 
 #include "recipes/engine/engine.hpp"
 #include "recipes/engine/machine_run.hpp"
@@ -38,9 +39,9 @@ class race_run : public machine_run<race_run> {
   attempt take_attempt() { return std::move(a_); }
   // A failed or stopped attempt's node goes, in the background, if its
   // create took effect; its turn, once that is done.
-  std::vector<background<std::error_code>> discard_attempt();
+  std::vector<background<error_code>> discard_attempt();
   // The attempt ended: granted (no error; take_attempt says its node), or failed.
-  virtual void ended(std::error_code ec) = 0;
+  virtual void ended(error_code ec) = 0;
   // What its node holds.
   virtual const std::string& node_data() const = 0;
 

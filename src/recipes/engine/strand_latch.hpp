@@ -16,6 +16,7 @@
 #include <asio/steady_timer.hpp>
 #include <system_error>
 #include <utility>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 

@@ -84,7 +84,7 @@ acquire_flow::action acquire_flow::attempt_ended_with(const attempt_ended& e, co
   return finish(fail{e.ec});
 }
 
-bool acquire_flow::queues_again(std::error_code ec, std::uint64_t made_in, const look& now) const {
+bool acquire_flow::queues_again(error_code ec, std::uint64_t made_in, const look& now) const {
   return detail::queues_again(ec, request_.requeue_on_expiry, request_.try_once, made_in, now.generation, now.expired,
                               now.closed);
 }

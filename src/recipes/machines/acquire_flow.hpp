@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <system_error>
 #include <variant>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -53,12 +54,12 @@ class acquire_flow {
     std::uint64_t generation = 0;        // the lock's: of the session its node was made in
     bool sure = true;                    // the lock's hold may be granted on now (hold_sure: not lost)
   };
-  struct connected { std::error_code ec; };
+  struct connected { error_code ec; };
   struct attempt_ended {                 // granted (no ec), or failed
-    std::error_code ec;
+    error_code ec;
     std::uint64_t generation = 0;        // of the session it was made in
   };
-  struct stopped { std::error_code ec; };  // the deadline, or the caller's cancellation
+  struct stopped { error_code ec; };  // the deadline, or the caller's cancellation
   using event = std::variant<handed, connected, attempt_ended, stopped>;
 
   // ----------------------------------------------------------------- actions
@@ -71,7 +72,7 @@ class acquire_flow {
   struct granted {};                           // the attempt's grant (the lead, if any, goes to its hold)
   struct pass_on {};                           // what was handed over goes to the next waiter
   struct fail {
-    std::error_code ec;
+    error_code ec;
     bool after_removal = false;  // reported once the attempt's node is gone (lock_busy)
   };
   using action = std::variant<attempt, wait_in_run, connect, keep_waiting, granted_again, take_handed, granted,
@@ -97,7 +98,7 @@ class acquire_flow {
 
   action lead_taken(const look& now);
   action attempt_ended_with(const attempt_ended& e, const look& now);
-  bool queues_again(std::error_code ec, std::uint64_t made_in, const look& now) const;
+  bool queues_again(error_code ec, std::uint64_t made_in, const look& now) const;
   action finish(action a);
 
   request request_;

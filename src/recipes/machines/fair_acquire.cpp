@@ -21,7 +21,7 @@ overloaded(Fs...) -> overloaded<Fs...>;
 
 }  // namespace
 
-bool fair_acquire::rides_through(std::error_code ec, const acquire_world& world) const {
+bool fair_acquire::rides_through(error_code ec, const acquire_world& world) const {
   return detail::rides_through(ec, c_.one_look, world.generation(), generation_);
 }
 
@@ -216,7 +216,7 @@ fair_acquire::action fair_acquire::on_created(const created_and_listed& e, acqui
   return find(e.create_ec);
 }
 
-fair_acquire::action fair_acquire::find(std::error_code after) {
+fair_acquire::action fair_acquire::find(error_code after) {
   stage_ = stage::finding_connect;
   return connect{after};
 }
@@ -242,13 +242,13 @@ fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& w
   return decide_on({}, std::move(view), world);
 }
 
-fair_acquire::action fair_acquire::relist(std::error_code after) {
+fair_acquire::action fair_acquire::relist(error_code after) {
   own_ = own_watch::none;
   stage_ = stage::relist_connect;
   return connect{after};
 }
 
-fair_acquire::action fair_acquire::decide_on(std::error_code ec, std::shared_ptr<const queue_view> view,
+fair_acquire::action fair_acquire::decide_on(error_code ec, std::shared_ptr<const queue_view> view,
                                              acquire_world& world) {
   if (rides_through(ec, world) && !node_.name.empty()) return relist(ec);
   if (ec) return failed(ec);
@@ -313,7 +313,7 @@ fair_acquire::action fair_acquire::on_own(const event& e, acquire_world& world) 
   return failed(code(error::lock_lost));
 }
 
-fair_acquire::action fair_acquire::on_gone(std::error_code ec, acquire_world& world) {
+fair_acquire::action fair_acquire::on_gone(error_code ec, acquire_world& world) {
   // Its own node's watch speaks for the node if it has been sure, in this
   // connection, since before this event, which came on the same connection
   // (a server watch's). A wake-up in this process may come from another

@@ -62,7 +62,7 @@ class acquire_world {
   virtual bool awaiting_server() const = 0;
   // Whether a grant may be made now (session_sure); why none ever can, if so.
   virtual bool sure() const = 0;
-  virtual std::error_code never_sure() const = 0;
+  virtual error_code never_sure() const = 0;
   // known_nodes: whether `name` is a node of the acquire's session (of
   // `generation`), what is below `mine`, a node known gone, a node of ours.
   virtual bool here(std::string_view name, std::uint64_t generation) const = 0;
@@ -96,35 +96,35 @@ class fair_acquire {
   };
 
   // ------------------------------------------------------------------ events
-  struct connected { std::error_code ec; };  // the wait for the connection (and a pause) ended
+  struct connected { error_code ec; };  // the wait for the connection (and a pause) ended
   // The create's reply and the listing sent after it, which the session
   // answers in that order. `replied` false: the listing failed before the
   // create was answered (the order broken, or refused at once).
   struct created_and_listed {
     bool replied = true;
-    std::error_code create_ec{};
+    error_code create_ec{};
     lock_node node{};  // named by the reply (also when create_ec is unexpected_reply)
     node_stat stat{};
-    std::error_code list_ec{};
+    error_code list_ec{};
     std::shared_ptr<const queue_view> view{};
   };
-  struct listed { std::error_code ec; std::shared_ptr<const queue_view> view; };
-  struct synced { std::error_code ec; };
-  struct looked_up { std::error_code ec; std::optional<node_stat> stat; };  // an exists' reply
-  struct parents_made { std::error_code ec; };
-  struct gone { std::error_code ec; };  // the node waited for went (or the wait failed)
+  struct listed { error_code ec; std::shared_ptr<const queue_view> view; };
+  struct synced { error_code ec; };
+  struct looked_up { error_code ec; std::optional<node_stat> stat; };  // an exists' reply
+  struct parents_made { error_code ec; };
+  struct gone { error_code ec; };  // the node waited for went (or the wait failed)
   // The watch on its own node (wait_gone's watch_own): the exists sent after
   // that watch's request answered, and the node's deletion. Taken in any
   // stage: out of the wait they change nothing.
-  struct own_checked { std::error_code ec; std::optional<node_stat> stat; };
-  struct own_gone { std::error_code ec; };
+  struct own_checked { error_code ec; std::optional<node_stat> stat; };
+  struct own_gone { error_code ec; };
   using event = std::variant<connected, created_and_listed, listed, synced, looked_up, parents_made, gone,
                              own_checked, own_gone>;
 
   // ----------------------------------------------------------------- actions
   // Wait until it may ask again: connected, and after a busy server's answer
   // (`after`: throttled_op, session_moved) a pause first.
-  struct connect { std::error_code after; };
+  struct connect { error_code after; };
   // Send the create, then a listing shared with the lock object's other
   // contenders (the create's reply names the node to the known nodes before
   // the listing's reply is read); deliver both as created_and_listed.
@@ -149,7 +149,7 @@ class fair_acquire {
   };
   struct keep_waiting {};  // nothing more to do: what is pending stands
   struct grant {};
-  struct fail { std::error_code ec; };
+  struct fail { error_code ec; };
   using action = std::variant<connect, create_and_list, list, sync, look_up, make_parents, wait_gone, keep_waiting,
                               grant, fail>;
 
@@ -202,24 +202,24 @@ class fair_acquire {
 
   action create(acquire_world& world);
   action on_created(const created_and_listed& e, acquire_world& world);
-  action decide_on(std::error_code ec, std::shared_ptr<const queue_view> view, acquire_world& world);
+  action decide_on(error_code ec, std::shared_ptr<const queue_view> view, acquire_world& world);
   action wait_for(std::string predecessor, acquire_world& world);
-  action on_gone(std::error_code ec, acquire_world& world);
+  action on_gone(error_code ec, acquire_world& world);
   action on_own(const event& e, acquire_world& world);
-  action relist(std::error_code after);
+  action relist(error_code after);
   action check(bool verify, acquire_world& world);
   action after_verify(acquire_world& world);
   action after_downgrade(acquire_world& world);
-  action find(std::error_code after);
+  action find(error_code after);
   action on_found(const looked_up& e, acquire_world& world);
   action finish(action a);
-  action failed(std::error_code ec) { return finish(fail{ec}); }
+  action failed(error_code ec) { return finish(fail{ec}); }
   // The session it began in has ended (its node, if made, went with it):
   // session_expired, if so.
   std::optional<action> ended_with_session(const acquire_world& world);
   // A failure it rides through: the connection lost or the server busy, in
   // its own session (a try does not).
-  bool rides_through(std::error_code ec, const acquire_world& world) const;
+  bool rides_through(error_code ec, const acquire_world& world) const;
 
   contender c_;
   stage stage_ = stage::connecting;

@@ -4,7 +4,7 @@
 
 namespace zkasio::detail {
 
-loss loss_of(std::error_code ec) {
+loss loss_of(error_code ec) {
   // (A session whose authentication failed lives on the server until it expires.)
   if (ec == error::session_closed || ec == zk_error::auth_failed) return loss::session_closed;
   return ec == zk_error::session_expired ? loss::session_over : loss::may_be_lost;
@@ -19,13 +19,13 @@ session_watch::verdict session_watch::judge(const look& now) const {
   return {loss::none, now.sure_until};
 }
 
-std::optional<loss> after_node_event(std::error_code ec, event_type event) {
+std::optional<loss> after_node_event(error_code ec, event_type event) {
   if (ec) return loss_of(ec);
   if (event == event_type::deleted) return loss::node_gone;
   return std::nullopt;
 }
 
-std::optional<loss> after_node_read(std::error_code ec, bool same_incarnation, bool revoked) {
+std::optional<loss> after_node_read(error_code ec, bool same_incarnation, bool revoked) {
   if (ec == zk_error::no_node || (!ec && !same_incarnation)) return loss::node_gone;
   if (ec || revoked) return loss_of(ec);
   return std::nullopt;

@@ -27,7 +27,7 @@ enum class loss {
   may_be_lost,     // revoked, or the policy's deadline: the node may still be there
 };
 // What a request's failure `ec` says of a hold.
-loss loss_of(std::error_code ec);
+loss loss_of(error_code ec);
 
 // The session's side. First (`deadlines`), until the lock may be lost: the
 // session's end, a disconnection under on_suspend, and sure_until (the
@@ -64,10 +64,10 @@ class session_watch {
 // The node's side: the watch on the holder's node fired with `ec` and
 // `event`: the loss that means, or nullopt: read the node (its data changed:
 // revoked?).
-std::optional<loss> after_node_event(std::error_code ec, event_type event);
+std::optional<loss> after_node_event(error_code ec, event_type event);
 // That read answered `ec`; the node read is the hold's incarnation or not,
 // and carries the revocation request or not: the loss that means, or
 // nullopt: watch it again from the version read.
-std::optional<loss> after_node_read(std::error_code ec, bool same_incarnation, bool revoked);
+std::optional<loss> after_node_read(error_code ec, bool same_incarnation, bool revoked);
 
 }  // namespace zkasio::detail

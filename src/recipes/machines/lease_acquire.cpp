@@ -57,7 +57,7 @@ lease_acquire::action lease_acquire::resume(const event& e, const look& now) {
   return finish(fail{code(error::internal_error)});
 }
 
-lease_acquire::action lease_acquire::attempt_failed(std::error_code ec, bool mutex_lost, const look& now) {
+lease_acquire::action lease_acquire::attempt_failed(error_code ec, bool mutex_lost, const look& now) {
   if (mutex_lost && ec == error::lock_lost && !request_.try_once) {
     if (now.generation == generation_ && !now.expired) return attempt(now);
     ec = code(zk_error::session_expired);

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <system_error>
 #include <variant>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -47,13 +48,13 @@ class lease_acquire {
   };
 
   // ------------------------------------------------------------------ events
-  struct mutex_taken { std::error_code ec; };  // the semaphore's mutex acquired, or why not
+  struct mutex_taken { error_code ec; };  // the semaphore's mutex acquired, or why not
   struct lease_made {
-    std::error_code ec;
+    error_code ec;
     std::uint64_t generation = 0;  // of the session it was made in
   };
   struct room_ended {             // room_wait's end: granted (no ec), or why not
-    std::error_code ec;
+    error_code ec;
     bool mutex_lost = false;      // the mutex may have been lost while it waited
   };
   using event = std::variant<mutex_taken, lease_made, room_ended>;
@@ -64,7 +65,7 @@ class lease_acquire {
   struct wait_for_room {};                      // room_wait, with the attempt's leases
   struct granted {};                            // every lease held; the mutex goes
   struct fail {
-    std::error_code ec;
+    error_code ec;
     bool after_removal = false;  // reported once the leases are gone (lock_busy)
   };
   using action = std::variant<take_mutex, make_lease, wait_for_room, granted, fail>;
@@ -87,7 +88,7 @@ class lease_acquire {
   enum class stage { idle, mutex, leases, room, finished };
 
   action attempt(const look& now);
-  action attempt_failed(std::error_code ec, bool mutex_lost, const look& now);
+  action attempt_failed(error_code ec, bool mutex_lost, const look& now);
   action finish(action a);
 
   request request_;

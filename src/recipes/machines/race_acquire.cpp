@@ -16,7 +16,7 @@ race_acquire::action race_acquire::finish(action a) {
   return a;
 }
 
-bool race_acquire::rides_through(std::error_code ec, const look& now) const {
+bool race_acquire::rides_through(error_code ec, const look& now) const {
   return detail::rides_through(ec, one_look_, now.generation, generation_);
 }
 
@@ -106,7 +106,7 @@ race_acquire::action race_acquire::others_node() {
   return watch{};
 }
 
-race_acquire::action race_acquire::on_gone(std::error_code ec, const look& now) {
+race_acquire::action race_acquire::on_gone(error_code ec, const look& now) {
   if (rides_through(ec, now)) {
     stage_ = stage::watch_connect;
     return connect{ec};
@@ -114,7 +114,7 @@ race_acquire::action race_acquire::on_gone(std::error_code ec, const look& now) 
   return ec ? failed(ec) : create_node(now);
 }
 
-race_acquire::action race_acquire::find(std::error_code after) {
+race_acquire::action race_acquire::find(error_code after) {
   stage_ = stage::find_connect;
   return connect{after};
 }
@@ -129,7 +129,7 @@ race_acquire::action race_acquire::on_found(const looked_up& l, const look& now)
   return find({});  // a look too old to be sure of the session: looked up again
 }
 
-race_acquire::action race_acquire::on_connected(std::error_code ec, const look& now) {
+race_acquire::action race_acquire::on_connected(error_code ec, const look& now) {
   if (ec) return failed(ec);
   switch (stage_) {
     case stage::connecting:

@@ -43,24 +43,24 @@ class race_acquire {
     bool connected = true;
     bool awaiting_server = false;  // not connected, but a server may come
     bool sure = true;              // session_sure: recent replies may grant
-    std::error_code never_sure{};  // why no grant can ever be sure, if so
+    error_code never_sure{};  // why no grant can ever be sure, if so
   };
 
   // ------------------------------------------------------------------ events
-  struct connected { std::error_code ec; };                   // the wait for the connection (and a pause) ended
-  struct turn_taken { std::error_code ec; bool taken = true; };  // the session's turn at the path
-  struct created { std::error_code ec; node_stat stat{}; };
-  struct looked_up { std::error_code ec; std::optional<node_stat> stat{}; };  // the node at the path
-  struct synced { std::error_code ec; };
-  struct removed { std::error_code ec; };       // a node of this session deleted (delete_node's answer)
-  struct gone { std::error_code ec; };          // the node watched was deleted (or the watch failed)
-  struct parents_made { std::error_code ec; };  // make_parents' answer
+  struct connected { error_code ec; };                   // the wait for the connection (and a pause) ended
+  struct turn_taken { error_code ec; bool taken = true; };  // the session's turn at the path
+  struct created { error_code ec; node_stat stat{}; };
+  struct looked_up { error_code ec; std::optional<node_stat> stat{}; };  // the node at the path
+  struct synced { error_code ec; };
+  struct removed { error_code ec; };       // a node of this session deleted (delete_node's answer)
+  struct gone { error_code ec; };          // the node watched was deleted (or the watch failed)
+  struct parents_made { error_code ec; };  // make_parents' answer
   using event = std::variant<connected, turn_taken, created, looked_up, synced, removed, gone, parents_made>;
 
   // ----------------------------------------------------------------- actions
   // Wait until it may ask again: connected, and after a busy server's answer
   // (`after`: throttled_op, session_moved) a pause first.
-  struct connect { std::error_code after; };
+  struct connect { error_code after; };
   // The session's turn: waited for, or (a try) taken only if free.
   struct take_turn { bool wait = true; };
   struct create {};   // the EPHEMERAL node at the path
@@ -72,7 +72,7 @@ class race_acquire {
   struct watch {};         // until the node at the path is deleted
   struct make_parents {};  // the path's parents, as containers
   struct granted { node_stat stat; };
-  struct fail { std::error_code ec; };
+  struct fail { error_code ec; };
   using action = std::variant<connect, take_turn, create, look_up, sync, remove_own, watch, make_parents, granted, fail>;
 
   // `one_look`: a try (busy at once, no riding through).
@@ -116,19 +116,19 @@ class race_acquire {
   action create_node(const look& now);
   action on_created(const created& c, const look& now);
   action on_own(const looked_up& l, const look& now);
-  action on_gone(std::error_code ec, const look& now);
+  action on_gone(error_code ec, const look& now);
   action others_node();
-  action find(std::error_code after);
+  action find(error_code after);
   action on_found(const looked_up& l, const look& now);
-  action on_connected(std::error_code ec, const look& now);
+  action on_connected(error_code ec, const look& now);
   action finish(action a);
-  action failed(std::error_code ec) { return finish(fail{ec}); }
+  action failed(error_code ec) { return finish(fail{ec}); }
   // The session it began in has ended (its node, if made, went with it):
   // session_expired, if so.
   std::optional<action> ended_with_session(const look& now);
   // A failure it rides through: the connection lost or the server busy, in
   // its own session (a try does not).
-  bool rides_through(std::error_code ec, const look& now) const;
+  bool rides_through(error_code ec, const look& now) const;
 
   bool one_look_;
   stage stage_ = stage::connecting;

@@ -12,7 +12,7 @@ room_wait::action room_wait::finish(action a) {
   return a;
 }
 
-bool room_wait::rides_through(std::error_code ec, const look& now) const {
+bool room_wait::rides_through(error_code ec, const look& now) const {
   return detail::rides_through(ec, mine_.one_look, now.generation, mine_.generation);
 }
 
@@ -24,7 +24,7 @@ room_wait::action room_wait::list_again(const look& now) {
   return list{};
 }
 
-room_wait::action room_wait::wait_for_connection(std::error_code after) {
+room_wait::action room_wait::wait_for_connection(error_code after) {
   stage_ = stage::connecting;
   return connect{after};
 }

@@ -27,6 +27,7 @@
 #include <system_error>
 #include <variant>
 #include <vector>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -43,19 +44,19 @@ class room_wait {
   struct look {
     std::uint64_t generation = 0;  // the session's now
     bool sure = true;              // session_sure: recent replies may grant
-    std::error_code never_sure{};  // why no grant can ever be sure, if so
+    error_code never_sure{};  // why no grant can ever be sure, if so
     bool mutex_lost = false;       // the semaphore's mutex may be lost
   };
 
   // ------------------------------------------------------------------ events
   struct listed {
-    std::error_code ec;
+    error_code ec;
     std::vector<std::string> children{};
     std::int32_t cversion = 0;
   };
-  struct synced { std::error_code ec; };
-  struct changed { std::error_code ec; };    // the children's watch fired (or failed)
-  struct connected { std::error_code ec; };  // the wait for the connection (and a pause) ended
+  struct synced { error_code ec; };
+  struct changed { error_code ec; };    // the children's watch fired (or failed)
+  struct connected { error_code ec; };  // the wait for the connection (and a pause) ended
   struct mutex_lost {};                      // while watching: the semaphore's mutex may be lost
   using event = std::variant<listed, synced, changed, connected, mutex_lost>;
 
@@ -63,9 +64,9 @@ class room_wait {
   struct list {};
   struct sync {};
   struct watch { std::int32_t cversion = 0; };  // until the children change from `cversion`, or mutex_lost
-  struct connect { std::error_code after; };   // as fair_acquire's connect
+  struct connect { error_code after; };   // as fair_acquire's connect
   struct granted {};
-  struct fail { std::error_code ec; };
+  struct fail { error_code ec; };
   using action = std::variant<list, sync, watch, connect, granted, fail>;
 
   explicit room_wait(leases mine) : mine_(std::move(mine)) {}
@@ -82,8 +83,8 @@ class room_wait {
 
   action list_again(const look& now);
   action on_listed(const listed& l, const look& now);
-  action wait_for_connection(std::error_code after);
-  bool rides_through(std::error_code ec, const look& now) const;
+  action wait_for_connection(error_code after);
+  bool rides_through(error_code ec, const look& now) const;
   action finish(action a);
 
   leases mine_;

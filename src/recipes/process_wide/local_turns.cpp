@@ -46,7 +46,7 @@ std::shared_ptr<local_turns::turn> local_turns::try_take(line_key key) {
   return take(std::move(key));
 }
 
-void local_turns::session_ended(const line_key& key, std::error_code why) {
+void local_turns::session_ended(const line_key& key, error_code why) {
   std::lock_guard lock(guard_);
   auto it = lines_.find(key);
   if (it == lines_.end()) return;  // nobody in it: whoever enters later sees the generation is over
@@ -54,7 +54,7 @@ void local_turns::session_ended(const line_key& key, std::error_code why) {
   for (auto& w : std::exchange(it->second.waiting, {})) fail(std::move(w), why);
 }
 
-void local_turns::fail(waiter w, std::error_code ec) {
+void local_turns::fail(waiter w, error_code ec) {
   asio::post(w.executor, [done = std::move(w.done), ec] {
     if (!done->done()) done->complete(ec);
   });

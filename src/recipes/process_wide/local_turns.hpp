@@ -34,6 +34,7 @@
 #include <system_error>
 #include <utility>
 #include <zkasio/detail/completion.hpp>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -71,7 +72,7 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   // `key`'s session ended (said by every engine on it, see
   // report_session_end in engine.cpp): its waiters, and whoever enters
   // after, complete with `why`.
-  void session_ended(const line_key& key, std::error_code why);
+  void session_ended(const line_key& key, error_code why);
 
   // Lines, for tests.
   std::size_t lines() const;
@@ -84,7 +85,7 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
   struct line {
     bool taken = false;  // someone's turn
     std::deque<waiter> waiting;
-    std::error_code ended;  // the session's end, once said
+    error_code ended;  // the session's end, once said
   };
   struct key_less {
     bool operator()(const line_key& a, const line_key& b) const {
@@ -96,7 +97,7 @@ class local_turns : public std::enable_shared_from_this<local_turns> {
 
   void leave(line_key key);
   // Completes `w` with `ec` on its executor, unless cancelled meanwhile.
-  static void fail(waiter w, std::error_code ec);
+  static void fail(waiter w, error_code ec);
   // With guard_ held: passes `key`'s turn to its next waiter, or ends the line.
   void pass_on(line_map::iterator it);
 

@@ -21,12 +21,13 @@
 #include <chrono>
 #include <system_error>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
 // A server's answer that asks the client to wait (busy_backoff) before it
 // asks again: the connection stands.
-inline bool busy_answer(std::error_code ec) {
+inline bool busy_answer(error_code ec) {
   return ec == zk_error::throttled_op || ec == zk_error::session_moved;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <system_error>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 
 namespace zkasio::detail {
 
@@ -14,7 +15,7 @@ namespace zkasio::detail {
 // was made in (`made_in`, the session's generation `now`), so its node is
 // still in the queue: it waits for the connection and asks again, within
 // its deadline. A try (`one_look`) does not.
-inline bool rides_through(std::error_code ec, bool one_look, std::uint64_t now, std::uint64_t made_in) {
+inline bool rides_through(error_code ec, bool one_look, std::uint64_t now, std::uint64_t made_in) {
   return !one_look && ec == condition::retryable && now == made_in;
 }
 
@@ -26,14 +27,14 @@ inline bool rides_through(std::error_code ec, bool one_look, std::uint64_t now, 
 // A request cut off (retryable) in a later session than the node's counts
 // as the expiry it is: the C client fails what was in flight with
 // connection_loss when the session it was sent in expired.
-inline bool queues_again(std::error_code ec, bool requeue_on_expiry, bool one_look, std::uint64_t made_in,
+inline bool queues_again(error_code ec, bool requeue_on_expiry, bool one_look, std::uint64_t made_in,
                          std::uint64_t now, bool expired, bool closed) {
   bool session_follows = !closed && (now != made_in || !expired);
   bool session_went = ec == zk_error::session_expired || (ec == condition::retryable && now != made_in);
   return session_went && requeue_on_expiry && !one_look && session_follows;
 }
 
-inline std::error_code code(zk_error e) { return make_error_code(e); }
-inline std::error_code code(error e) { return make_error_code(e); }
+inline error_code code(zk_error e) { return make_error_code(e); }
+inline error_code code(error e) { return make_error_code(e); }
 
 }  // namespace zkasio::detail
