@@ -83,7 +83,7 @@ class shared_game {
   explicit shared_game(int wanted)
       : bytes_(sizeof(ping_pong) + sizeof(std::int64_t) * static_cast<std::size_t>(wanted)),
         memory_(mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) {
-    if (memory_ == MAP_FAILED) throw zkasio::system_error(errno, std::generic_category(), "mmap");
+    if (memory_ == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
     game_ = new (memory_) ping_pong;
     game_->wanted = wanted;
     game_->samples_ns = reinterpret_cast<std::int64_t*>(static_cast<char*>(memory_) + sizeof(ping_pong));
@@ -146,7 +146,7 @@ awaitable<void> in_process(session_list& both, const options& o, ping_pong& game
 pid_t fork_player(const std::string& path, const options& o, ping_pong& game) {
   auto parent = getpid();
   pid_t child = fork();
-  if (child < 0) throw zkasio::system_error(errno, std::generic_category(), "fork");
+  if (child < 0) throw std::system_error(errno, std::generic_category(), "fork");
   if (child > 0) return child;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) std::_Exit(1);

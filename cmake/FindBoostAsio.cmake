@@ -1,8 +1,8 @@
-# Finds Boost.Asio (Boost 1.81 or later, header-only) and presents it as the
-# imported target Asio::asio, so that zkasio's `#include <asio/...>` and
-# `asio::` name Boost's: for each public header of boost/asio (top level and
-# its experimental/, execution/, ip/, local/, posix/ and generic/ folders) it
-# writes a forwarding header asio/<name> into BoostAsio_SHIM_DIR that includes
+# Finds Boost.Asio (header-only; Boost 1.81 is the version built and tested)
+# and presents it as the imported target Asio::asio, so that zkasio's
+# `#include <asio/...>` and `asio::` name Boost's: for each public header of
+# boost/asio (every one but those of its detail/ and impl/ folders) it writes
+# a forwarding header asio/<name> into BoostAsio_SHIM_DIR that includes
 # boost/asio/<name> and declares `namespace asio = boost::asio`.
 # ZKASIO_BOOST_ASIO=1 tells the code (zkasio::error_code is then
 # boost::system::error_code, what Boost.Asio's tokens expect).
@@ -21,9 +21,8 @@ if(BoostAsio_FOUND AND NOT TARGET Asio::asio)
     set(BoostAsio_SHIM_DIR "${CMAKE_BINARY_DIR}/asio_over_boost")
   endif()
   set(_boost_asio "${BoostAsio_INCLUDE_DIR}/boost/asio")
-  file(GLOB _headers RELATIVE "${_boost_asio}" "${_boost_asio}/*.hpp"
-       "${_boost_asio}/experimental/*.hpp" "${_boost_asio}/execution/*.hpp" "${_boost_asio}/ip/*.hpp"
-       "${_boost_asio}/local/*.hpp" "${_boost_asio}/posix/*.hpp" "${_boost_asio}/generic/*.hpp")
+  file(GLOB_RECURSE _headers RELATIVE "${_boost_asio}" "${_boost_asio}/*.hpp")
+  list(FILTER _headers EXCLUDE REGEX "(^|/)(detail|impl)/")  # (reached from Boost's own headers only)
   foreach(_header IN LISTS _headers)
     set(_forward "#pragma once\n#include <boost/asio/${_header}>\nnamespace asio = boost::asio;\n")
     file(CONFIGURE OUTPUT "${BoostAsio_SHIM_DIR}/asio/${_header}" CONTENT "${_forward}" @ONLY)
