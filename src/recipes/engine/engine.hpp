@@ -43,8 +43,14 @@
 // from newer Asio.
 #if defined(ZKASIO_BOOST_ASIO) || ASIO_VERSION >= 102400
 #include <asio/as_tuple.hpp>
+namespace zkasio::detail {
+using asio::as_tuple;
+}
 #else
 #include <asio/experimental/as_tuple.hpp>
+namespace zkasio::detail {
+using asio::experimental::as_tuple;
+}
 #endif
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
@@ -71,11 +77,6 @@ namespace zkasio::detail {
 
 using asio::awaitable;
 using asio::use_awaitable;
-#if defined(ZKASIO_BOOST_ASIO) || ASIO_VERSION >= 102400
-using asio::as_tuple;
-#else
-using asio::experimental::as_tuple;
-#endif
 using namespace asio::experimental::awaitable_operators;
 
 // The error code an exception stands for: a system_error's own, else
