@@ -53,6 +53,21 @@ class owner {
   std::uint64_t id_;
 };
 
+// What an exclusive or shared acquire may be given besides its token, in one
+// argument (so that no option can be taken for the token, and any may be
+// combined): `m.async_acquire({.who = me, .timeout = 2s})`.
+// - who: reentrancy by this owner (a hold of its on this lock object is
+//   granted again at once);
+// - deadline, timeout: when to give up (lock_timeout if connected then,
+//   not_connected if not); the timeout counts from the launch; with both, the
+//   earlier.
+// Without any, the acquire is its own owner and waits for as long as it takes.
+struct acquire_options {
+  std::optional<owner> who = std::nullopt;
+  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt;
+  std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt;
+};
+
 // When a holder is told (by its lock's lost signal) that the lock may be
 // lost while the session is disconnected. Under both, the signal fires at the
 // latest at last contact + negotiated timeout - safety margin (see

@@ -15,9 +15,10 @@
 // the cancellation arrived is delivered and released by its destructor.
 //
 // Reentrancy is by owner, not by thread (a coroutine hops threads): an
-// acquire passing an `owner` that already holds this mutex object completes
-// at once without a new node; the node goes when as many releases as grants
-// have happened. Without an owner every acquire is its own owner.
+// acquire passing an `owner` (acquire_options::who) that already holds this
+// mutex object completes at once without a new node; the node goes when as
+// many releases as grants have happened. Without an owner every acquire is
+// its own owner.
 #pragma once
 
 #include <chrono>
@@ -37,7 +38,9 @@ namespace zkasio {
 // detail::lock_object, lock_engine.hpp; each takes any completion token,
 // zkasio::default_token without one, and completes on the handler's
 // executor, else the mutex's strand):
-//   async_acquire([owner])           void(error_code, lock): waits for the lock
+//   async_acquire([options])         void(error_code, lock): waits for the lock
+//                                    (options: lock.hpp's acquire_options, an
+//                                    owner, a deadline or timeout, in one)
 //   async_try_acquire()              void(error_code, lock): lock_busy unless free
 //                                    at once; not_connected while no server is
 //   async_acquire_until(deadline)    void(error_code, lock): lock_timeout at the

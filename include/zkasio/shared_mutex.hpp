@@ -33,9 +33,9 @@ namespace zkasio {
 // race_mutex, semaphore: acquire, as std::counting_semaphore and Curator
 // say; the read lock's with std::shared_mutex's `_shared`):
 // - the write lock (exclusive), from detail::exclusive_acquire:
-//   async_acquire([owner]), async_try_acquire, async_acquire_until(deadline),
+//   async_acquire([options]), async_try_acquire, async_acquire_until(deadline),
 //   async_acquire_for(timeout): void(error_code, lock);
-// - the read lock: async_acquire_shared([owner]), async_try_acquire_shared,
+// - the read lock: async_acquire_shared([options]), async_try_acquire_shared,
 //   async_acquire_shared_until(deadline), async_acquire_shared_for(timeout):
 //   void(error_code, lock).
 // A try fails with lock_busy unless granted at once, leaving no node; a
@@ -51,13 +51,13 @@ class shared_mutex : public detail::lock_object,
 
   // The read lock (shared). void(error_code, lock)
   template <class Token = default_token>
-    requires detail::token_not<Token, owner>  // an owner is the other overload's
+    requires detail::token_not<Token, acquire_options>  // options are the other overload's
   auto async_acquire_shared(Token&& token = {}) {
     return detail::async_acquire(state_, {.kind = read}, std::forward<Token>(token));
   }
   template <class Token = default_token>
-  auto async_acquire_shared(const owner& who, Token&& token = {}) {
-    return detail::async_acquire(state_, {.kind = read, .who = who}, std::forward<Token>(token));
+  auto async_acquire_shared(const acquire_options& options, Token&& token = {}) {
+    return detail::async_acquire(state_, detail::request_of(read, options), std::forward<Token>(token));
   }
   template <class Token = default_token>
   auto async_try_acquire_shared(Token&& token = {}) {

@@ -186,24 +186,18 @@ awaitable<acquired> as_holds(awaitable<std::tuple<zkasio::error_code, Held>> acq
 }
 
 // Each recipe's acquire of `r` (a request the recipe has: no try for an election).
-template <class Exclusive>  // mutex, race_mutex
+template <class Exclusive>  // mutex, race_mutex, shared_mutex's write lock
 awaitable<acquired> acquire(Exclusive& m, const request& r, acquire_token token) {
   if (r.try_once) return as_holds(m.async_try_acquire(token));
-  if (!r.deadline) return as_holds(m.async_acquire(token));
-  return as_holds(m.async_acquire_until(*r.deadline, token));
+  return as_holds(m.async_acquire({.who = r.who, .deadline = r.deadline}, token));
 }
 
 awaitable<acquired> acquire(shared_mutex& m, const request& r, acquire_token token) {
   if (r.reader) {
     if (r.try_once) return as_holds(m.async_try_acquire_shared(token));
-    if (r.who) return as_holds(m.async_acquire_shared(*r.who, token));
-    if (!r.deadline) return as_holds(m.async_acquire_shared(token));
-    return as_holds(m.async_acquire_shared_until(*r.deadline, token));
+    return as_holds(m.async_acquire_shared({.who = r.who, .deadline = r.deadline}, token));
   }
-  if (r.try_once) return as_holds(m.async_try_acquire(token));
-  if (r.who) return as_holds(m.async_acquire(*r.who, token));
-  if (!r.deadline) return as_holds(m.async_acquire(token));
-  return as_holds(m.async_acquire_until(*r.deadline, token));
+  return acquire<shared_mutex>(m, r, token);
 }
 
 awaitable<acquired> acquire(semaphore& m, const request& r, acquire_token token) {

@@ -431,8 +431,8 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
     CHECK(persistent_ec == zk_error::node_exists);
     co_await a.async_remove(taken, use_awaitable);
     owner me;
-    auto first = co_await ma.async_acquire(me, use_awaitable);  // parents made as containers
-    auto again = co_await ma.async_acquire(me, use_awaitable);
+    auto first = co_await ma.async_acquire({.who = me}, use_awaitable);  // parents made as containers
+    auto again = co_await ma.async_acquire({.who = me}, use_awaitable);
     CHECK(again.node() == first.node());
     co_await b.async_connect(use_awaitable);  // a try is one look: not_connected while b connects
     auto [busy_ec, none] = co_await mb.async_try_acquire(as_tuple(use_awaitable));

@@ -554,10 +554,10 @@ TEST_CASE("local handoff: cancellation, timeouts and tries in a run leave no nod
 TEST_CASE_FIXTURE(handing_mutex, "local handoff: reentrancy by owner; the next owner is handed the lock after the last release") {
   owner a, b;
   run(io, [&]() -> awaitable<void> {
-    auto outer = co_await m.async_acquire(a, use_awaitable);
+    auto outer = co_await m.async_acquire({.who = a}, use_awaitable);
     acquire_outcome other(io);
-    m.async_acquire(b, other.handler());
-    auto inner = co_await m.async_acquire(a, use_awaitable);
+    m.async_acquire({.who = b}, other.handler());
+    auto inner = co_await m.async_acquire({.who = a}, use_awaitable);
     CHECK(inner.fencing_token() == outer.fencing_token());
     co_await inner.async_release(use_awaitable);
     CHECK_FALSE(other.done.happened());
@@ -565,7 +565,7 @@ TEST_CASE_FIXTURE(handing_mutex, "local handoff: reentrancy by owner; the next o
     co_await outer.async_release(use_awaitable);
     REQUIRE(co_await granted(other));
     CHECK(other.held.fencing_token() == fence_token{czxid, 1});
-    auto again = co_await m.async_acquire(b, use_awaitable);
+    auto again = co_await m.async_acquire({.who = b}, use_awaitable);
     CHECK(again.fencing_token() == other.held.fencing_token());
     co_await again.async_release(use_awaitable);
     co_await other.held.async_release(use_awaitable);

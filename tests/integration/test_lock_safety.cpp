@@ -205,8 +205,8 @@ TEST_CASE("every reentrant grant has its own lost signal, and all fire") {
   mutex m(s, path);
   run(io, [&]() -> awaitable<void> {
     owner me;
-    auto outer = co_await m.async_acquire(me, use_awaitable);
-    auto inner = co_await m.async_acquire(me, use_awaitable);
+    auto outer = co_await m.async_acquire({.who = me}, use_awaitable);
+    auto inner = co_await m.async_acquire({.who = me}, use_awaitable);
     test_event both(io.get_executor(), 2);
     outer.lost_slot().assign([&](asio::cancellation_type) { both.count(); });
     inner.lost_slot().assign([&](asio::cancellation_type) { both.count(); });
@@ -225,14 +225,14 @@ TEST_CASE("reentry on a lost hold fails with lock_lost at once instead of queuei
   mutex m(s, path), m_other(other, path);
   run(io, [&]() -> awaitable<void> {
     owner me;
-    auto held = co_await m.async_acquire(me, use_awaitable);
+    auto held = co_await m.async_acquire({.who = me}, use_awaitable);
     test_event lost(io.get_executor());
     held.lost_slot().assign([&](asio::cancellation_type) { lost.count(); });
     // Revoked: lost, but the node is still there until released.
     co_await m_other.async_revoke(held.node(), use_awaitable);
     REQUIRE(co_await lost.wait(5s));
     asio::steady_timer limit(io, 5s);
-    auto again = co_await (m.async_acquire(me, as_tuple(use_awaitable)) ||
+    auto again = co_await (m.async_acquire({.who = me}, as_tuple(use_awaitable)) ||
                            limit.async_wait(as_tuple(use_awaitable)));
     REQUIRE(again.index() == 0);
     CHECK(std::get<0>(std::get<0>(again)) == error::lock_lost);
@@ -1283,9 +1283,9 @@ TEST_CASE("a lost signal handler that drops its own grant hides the loss from no
   mutex m(s, path);
   run(io, [&]() -> awaitable<void> {
     owner me;
-    auto a = co_await m.async_acquire(me, use_awaitable);
-    auto b = co_await m.async_acquire(me, use_awaitable);
-    auto c = co_await m.async_acquire(me, use_awaitable);
+    auto a = co_await m.async_acquire({.who = me}, use_awaitable);
+    auto b = co_await m.async_acquire({.who = me}, use_awaitable);
+    auto c = co_await m.async_acquire({.who = me}, use_awaitable);
     a.lost_slot().assign([&](asio::cancellation_type) { a = lock{}; });  // "drop it when lost"
     lost_signal_log lost_b(io), lost_c(io);
     lost_b.watch(b);

@@ -83,10 +83,10 @@ TEST_CASE("a mutex moved into a container is the same lock: its holder's reentra
   locks.emplace_back(s, path);
   owner me;
   run(io, [&]() -> awaitable<void> {
-    auto held = co_await locks[0].async_acquire(me, use_awaitable);
+    auto held = co_await locks[0].async_acquire({.who = me}, use_awaitable);
     mutex moved(std::move(locks[0]));
     locks.clear();
-    auto again = co_await moved.async_acquire(me, use_awaitable);  // reentrant: the same lock object
+    auto again = co_await moved.async_acquire({.who = me}, use_awaitable);  // reentrant: the same lock object
     CHECK(again.node() == held.node());
     CHECK((co_await moved.async_contenders(use_awaitable)).size() == 1);
     co_await again.async_release(use_awaitable);
@@ -333,10 +333,17 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
   mutex other_mutex(other, path);
   run(io, [&]() -> awaitable<void> {
     owner me;
-    auto outer = co_await m.async_acquire(me, use_awaitable);
-    auto inner = co_await m.async_acquire(me, use_awaitable);  // at once, same node
+    auto outer = co_await m.async_acquire({.who = me}, use_awaitable);
+    auto inner = co_await m.async_acquire({.who = me}, use_awaitable);  // at once, same node
     CHECK(inner.node() == outer.node());
     CHECK((co_await lock_nodes(s, path)).size() == 1);
+    // Options combine: the owner with a timeout re-enters at once; another
+    // owner's acquire with one times out.
+    auto timed = co_await m.async_acquire({.who = me, .timeout = 10s}, use_awaitable);
+    CHECK(timed.node() == outer.node());
+    co_await timed.async_release(use_awaitable);
+    auto [timed_out, none_timed] = co_await m.async_acquire({.who = owner{}, .timeout = 50ms}, as_tuple(use_awaitable));
+    CHECK(timed_out == error::lock_timeout);
     co_await inner.async_release(use_awaitable);
     co_await other.async_connect(use_awaitable);  // a try is one look: not_connected while it connects
     auto [busy, none] = co_await other_mutex.async_try_acquire(as_tuple(use_awaitable));

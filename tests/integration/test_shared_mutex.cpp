@@ -146,7 +146,7 @@ TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock
   run(io, [&]() -> awaitable<void> {
     steps clock;
     owner me;
-    auto w = co_await ma.async_acquire(me, use_awaitable);
+    auto w = co_await ma.async_acquire({.who = me}, use_awaitable);
     acquire_outcome w2(io);
     int w2_granted = 0;
     mb.async_acquire([&, h = w2.handler()](zkasio::error_code ec, lock l) mutable {
@@ -154,7 +154,7 @@ TEST_CASE_FIXTURE(proxied_server, "downgrade: a write holder takes the read lock
       h(ec, std::move(l));
     });
     REQUIRE(co_await settles_at(a, path, 2, 10s, read_write));
-    auto r = co_await ma.async_acquire_shared(me, use_awaitable);
+    auto r = co_await ma.async_acquire_shared({.who = me}, use_awaitable);
     CHECK(r.held());
     auto write_node = detail::parse_lock_node(w.node().substr(path.size() + 1));
     auto read_node = detail::parse_lock_node(r.node().substr(path.size() + 1));
@@ -188,11 +188,11 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "downgrade: a check cut off by a lo
   run(io, [&]() -> awaitable<void> {
     owner me;
     auto generation = co_await waiter_connected();
-    auto w = co_await m.async_acquire(me, use_awaitable);
+    auto w = co_await m.async_acquire({.who = me}, use_awaitable);
     // The downgrade checks that its write node is still there after a sync:
     // that sync's reply is lost with the connection.
     proxy.arm_cut(tcp_proxy::cut::lose_reply, ZOO_SYNC_OP);
-    auto [ec, r] = co_await m.async_acquire_shared(me, as_tuple(use_awaitable));
+    auto [ec, r] = co_await m.async_acquire_shared({.who = me}, as_tuple(use_awaitable));
     CHECK(proxy.wait_cut(0ms));
     CHECK_FALSE(ec);
     CHECK(r.held());
@@ -211,10 +211,10 @@ TEST_CASE("reentry by owner: the same lock again shares its node; a reader askin
   shared_mutex m(s, path);
   run(io, [&]() -> awaitable<void> {
     owner reader, writer;
-    auto r1 = co_await m.async_acquire_shared(reader, use_awaitable);
-    auto r2 = co_await m.async_acquire_shared(reader, use_awaitable);
+    auto r1 = co_await m.async_acquire_shared({.who = reader}, use_awaitable);
+    auto r2 = co_await m.async_acquire_shared({.who = reader}, use_awaitable);
     CHECK(r1.node() == r2.node());
-    auto [ec, none] = co_await m.async_acquire(reader, as_tuple(use_awaitable));
+    auto [ec, none] = co_await m.async_acquire({.who = reader}, as_tuple(use_awaitable));
     CHECK(ec == error::would_deadlock);
     CHECK(ec == condition::caller_fault);
     CHECK_FALSE(none.held());
@@ -222,8 +222,8 @@ TEST_CASE("reentry by owner: the same lock again shares its node; a reader askin
     co_await r1.async_release(use_awaitable);
     co_await r2.async_release(use_awaitable);
 
-    auto w1 = co_await m.async_acquire(writer, use_awaitable);
-    auto w2 = co_await m.async_acquire(writer, use_awaitable);
+    auto w1 = co_await m.async_acquire({.who = writer}, use_awaitable);
+    auto w2 = co_await m.async_acquire({.who = writer}, use_awaitable);
     CHECK(w1.node() == w2.node());
     co_await w2.async_release(use_awaitable);
     CHECK(w1.held());

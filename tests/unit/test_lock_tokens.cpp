@@ -44,13 +44,18 @@ void settle(asio::io_context& io) {
   io.run();
 }
 
-// An owner, also a non-const one, picks the owner's overload (the token
-// parameter of the other would take it, and fail to compile).
-static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::owner& me) {
-  m.async_acquire(me);
-  race.async_acquire(me);
-  rw.async_acquire(me);
-  rw.async_acquire_shared(me);
+// Options, braced or a non-const lvalue, pick the options' overload (the
+// token parameter of the other would take an lvalue, and fail to compile).
+static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::owner& me,
+                       zkasio::acquire_options& options) {
+  m.async_acquire({.who = me});
+  m.async_acquire(options);
+  race.async_acquire({.who = me});
+  race.async_acquire(options);
+  rw.async_acquire({.who = me});
+  rw.async_acquire(options);
+  rw.async_acquire_shared({.who = me});
+  rw.async_acquire_shared(options);
 });
 
 // The with_* helpers and the default token in a coroutine of another
@@ -104,7 +109,8 @@ void every_operation(zkasio::session& s, zkasio::mutex& m, zkasio::race_mutex& r
   // The exclusive acquires, one vocabulary on every lock that has them.
   auto exclusive_acquires = [&](auto& exclusive) {
     (void)exclusive.async_acquire(token);
-    (void)exclusive.async_acquire(me, token);
+    (void)exclusive.async_acquire({.who = me}, token);
+    (void)exclusive.async_acquire({.who = me, .deadline = deadline, .timeout = 1s}, token);
     (void)exclusive.async_try_acquire(token);
     (void)exclusive.async_acquire_until(deadline, token);
     (void)exclusive.async_acquire_for(1s, token);
@@ -116,7 +122,8 @@ void every_operation(zkasio::session& s, zkasio::mutex& m, zkasio::race_mutex& r
   (void)race.async_holder(token);
   exclusive_acquires(rw);
   (void)rw.async_acquire_shared(token);
-  (void)rw.async_acquire_shared(me, token);
+  (void)rw.async_acquire_shared({.who = me}, token);
+  (void)rw.async_acquire_shared({.who = me, .timeout = 1s}, token);
   (void)rw.async_try_acquire_shared(token);
   (void)rw.async_acquire_shared_until(deadline, token);
   (void)rw.async_acquire_shared_for(1s, token);
@@ -230,4 +237,25 @@ TEST_CASE("parallel_group over deferred operations") {
   settle(io);
   CHECK(first == error::not_held);
   CHECK(second == error::not_held);
+}
+
+TEST_CASE("an acquire's options as it starts: the timeout counts from the launch; with a deadline, the earlier") {
+  using namespace std::chrono_literals;
+  using zkasio::detail::request_of;
+  using zkasio::detail::started;
+  const auto kind = zkasio::detail::node_kind::lock;
+  zkasio::owner me;
+  const auto before = std::chrono::steady_clock::now();
+  auto timed = started(request_of(kind, {.who = me, .timeout = 1h}));
+  CHECK(timed.who == me);
+  CHECK_FALSE(timed.timeout);
+  REQUIRE(timed.deadline);
+  CHECK(*timed.deadline >= before + 1h);
+  const auto soon = before + 1s;
+  CHECK(started(request_of(kind, {.deadline = soon, .timeout = 1h})).deadline == soon);
+  const auto late = before + 10h;
+  auto earlier = started(request_of(kind, {.deadline = late, .timeout = 1h}));
+  REQUIRE(earlier.deadline);
+  CHECK(*earlier.deadline < late);
+  CHECK_FALSE(started(request_of(kind, {.who = me})).deadline);
 }

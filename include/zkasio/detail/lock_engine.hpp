@@ -22,6 +22,7 @@
 // operation cancelled before it gets there finds its completion done.
 #pragma once
 
+#include <algorithm>
 #include <asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
@@ -68,6 +69,10 @@ struct acquire_request {
   std::optional<std::string> data = std::nullopt;  // written into the node; else the options' data
   bool confirm_owner = false;  // granted only once the node is seen owned by this session
 };
+// A user's acquire of nodes of `kind` with its options.
+inline acquire_request request_of(node_kind kind, const acquire_options& options) {
+  return {.kind = kind, .who = options.who, .deadline = options.deadline, .timeout = options.timeout};
+}
 // Starts the acquire; `done` completes with the lock or why not. Each
 // attempt is a state machine without I/O driven by one runner
 // (src/recipes/engine/acquire_runner.cpp): the fair recipes' fair_acquire,
@@ -91,10 +96,14 @@ struct lease_request {
 
 // A request as its operation starts: a timeout (async_acquire_for and the
 // like) counts from now, when the operation is launched, not from when it
-// was made (a deferred acquire launched later waits its whole timeout).
+// was made (a deferred acquire launched later waits its whole timeout); with
+// a deadline as well, the earlier of the two.
 template <class Request>
 Request started(Request request) {
-  if (request.timeout) request.deadline = std::chrono::steady_clock::now() + *std::exchange(request.timeout, {});
+  if (request.timeout) {
+    auto end = std::chrono::steady_clock::now() + *std::exchange(request.timeout, {});
+    request.deadline = request.deadline ? std::min(*request.deadline, end) : end;
+  }
   return request;
 }
 // Starts it; `done` completes with the leases or why not.
@@ -278,14 +287,15 @@ class exclusive_acquire {
  public:
   // Waits for the lock. void(error_code, lock)
   template <class Token = default_token>
-    requires detail::token_not<Token, owner>  // an owner is the other overload's
+    requires detail::token_not<Token, acquire_options>  // options are the other overload's
   auto async_acquire(Token&& token = {}) {
     return detail::async_acquire(engine(), {.kind = Kind}, std::forward<Token>(token));
   }
-  // Reentrant by owner (see lock.hpp's owner).
+  // With options (lock.hpp's acquire_options): reentrant by an owner, a
+  // deadline or timeout, or both.
   template <class Token = default_token>
-  auto async_acquire(const owner& who, Token&& token = {}) {
-    return detail::async_acquire(engine(), {.kind = Kind, .who = who}, std::forward<Token>(token));
+  auto async_acquire(const acquire_options& options, Token&& token = {}) {
+    return detail::async_acquire(engine(), request_of(Kind, options), std::forward<Token>(token));
   }
   // Takes the lock only if it is free at once (mutex: nobody holds it or
   // waits before us): fails with lock_busy otherwise, leaving no node behind.
