@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 #include <zkasio/error.hpp>
+#include <zkasio/error_code.hpp>
 
 using zkasio::condition;
 using zkasio::error;
@@ -151,4 +152,26 @@ TEST_CASE("codes compare equal to the portable code (std::errc) that means the s
   CHECK(std::error_code(error::invalid_path) == condition::caller_fault);
   CHECK(std::error_code(zk_error::connection_loss) != std::errc::timed_out);
   CHECK(std::error_code(error::internal_error) != std::errc::invalid_argument);
+}
+
+// What every operation completes with is zkasio::error_code: Boost's over
+// Boost.Asio (scripts/test's boost stage runs this tier), which must compare
+// with the codes, the conditions and std::errc as a std::error_code does.
+TEST_CASE("zkasio::error_code compares with zkasio's codes, conditions and std::errc as std::error_code does") {
+  const zkasio::error_code timed_out = make_error_code(error::lock_timeout);
+  CHECK(timed_out == error::lock_timeout);
+  CHECK(timed_out != error::lock_busy);
+  CHECK(timed_out == condition::timed_out);
+  CHECK(timed_out != condition::busy);
+  CHECK(timed_out == std::errc::timed_out);
+  CHECK(timed_out != std::errc::device_or_resource_busy);
+  const zkasio::error_code cut_off = make_error_code(zk_error::connection_loss);
+  CHECK(cut_off == zk_error::connection_loss);
+  CHECK(cut_off == condition::retryable);
+  CHECK(cut_off == condition::not_connected);
+  CHECK(cut_off != condition::session_gone);
+  // Back to a std::error_code: the same code, and the same message.
+  CHECK(std::error_code(timed_out) == error::lock_timeout);
+  CHECK(timed_out.message() == std::error_code(error::lock_timeout).message());
+  CHECK_FALSE(zkasio::error_code());
 }
