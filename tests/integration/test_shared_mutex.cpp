@@ -204,7 +204,7 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "downgrade: a check cut off by a lo
   }(), 30s);
 }
 
-TEST_CASE("reentry by owner: the same lock again shares its node; a reader asking for the write lock fails at once") {
+TEST_CASE("reentry by owner: the same lock again shares its node; a reader asking for the write lock fails at once; a downgrade past its deadline leaves the write lock alone") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
   auto path = unique_path("shared-mutex-reentry");
@@ -226,6 +226,12 @@ TEST_CASE("reentry by owner: the same lock again shares its node; a reader askin
     auto w2 = co_await m.async_acquire({.who = writer}, use_awaitable);
     CHECK(w1.node() == w2.node());
     co_await w2.async_release(use_awaitable);
+    // A downgrade whose deadline has passed at its launch: lock_timeout, its
+    // read node (if made) deleted, the write lock still held.
+    auto [late, unread] = co_await m.async_acquire_shared({.who = writer, .timeout = 0ms}, as_tuple(use_awaitable));
+    CHECK(late == error::lock_timeout);
+    CHECK_FALSE(unread.held());
+    CHECK(co_await settles_at(s, path, 1, 10s, read_write));
     CHECK(w1.held());
     co_await w1.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0, 10s, read_write));
