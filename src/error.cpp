@@ -69,6 +69,8 @@ const char* describe(error e) noexcept {
       return "no ZooKeeper server was connected (at the deadline, or when a try looked): unreachable, not busy";
     case error::unresolvable_host: return "no host of the connect string could be resolved";
     case error::not_zookeeper: return "a server of the connect string answered as no ZooKeeper server does";
+    case error::not_own_node:
+      return "only an EPHEMERAL node of this session can be held (this one is persistent, or another session's)";
   }
   return nullptr;
 }
@@ -109,6 +111,7 @@ std::error_condition condition_of(error e) noexcept {
     case error::invalid_lease_count:
     case error::not_fenced:
     case error::invalid_safety_margin:
+    case error::not_own_node:
       return condition::caller_fault;
     default:
       return {};
@@ -160,6 +163,7 @@ std::optional<std::errc> generic_of(error e) noexcept {
     case error::lock_timeout: return std::errc::timed_out;
     case error::lock_busy: return std::errc::device_or_resource_busy;  // pthread_mutex_trylock's EBUSY
     case error::not_held: return std::errc::operation_not_permitted;   // pthread_mutex_unlock's EPERM
+    case error::not_own_node: return std::errc::operation_not_permitted;
     case error::would_deadlock: return std::errc::resource_deadlock_would_occur;
     case error::not_connected: return std::errc::not_connected;
     case error::request_too_large: return std::errc::message_size;

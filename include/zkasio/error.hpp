@@ -67,6 +67,7 @@ enum class error : int {
   unresolvable_host,     // no host of the connect string resolved (session::failure() names them): the session ended
   not_zookeeper,         // a server answered the handshake as no ZooKeeper server does (session::failure() names
                          // it): the session ended
+  not_own_node,          // async_hold_node: the node is not an EPHEMERAL node of this session (persistent, or another's)
 };
 
 const std::error_category& zookeeper_category() noexcept;

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <zkasio/hold_node.hpp>
 #include <zkasio/mutex.hpp>
 #include <zkasio/semaphore.hpp>
 
@@ -927,5 +928,85 @@ TEST_CASE_FIXTURE(proxied_server,
     CHECK_FALSE(released);
     CHECK(co_await settles_at(direct, "/guarded", 0));
     co_await direct.async_remove("/guarded-state", use_awaitable);
+  }());
+}
+
+TEST_CASE("async_hold_node: a node of the user's own recipe held as a lock (fence, release, loss, with_hold); refused nodes are left as they were") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto base = unique_path("hold-node");
+  auto ephemeral = create_options(create_mode::ephemeral);
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create(base, "", use_awaitable);
+    auto mine = base + "/mine";
+    co_await s.async_create(mine, "", ephemeral, use_awaitable);
+    auto stat = co_await s.async_exists(mine, use_awaitable);
+    REQUIRE(stat);
+    auto held = co_await async_hold_node(s, mine, use_awaitable);
+    CHECK(held.held());
+    CHECK(held.node() == mine);
+    CHECK(held.fencing_token() == fence_token{stat->czxid, 0});
+    auto [unfenced, results] = co_await held.async_guarded_multi({}, as_tuple(use_awaitable));
+    CHECK(unfenced == error::not_fenced);
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK_FALSE(released);
+    CHECK_FALSE(co_await other.async_exists(mine, use_awaitable));
+
+    // An operator deletes it: the lost signal fires, the release says lock_lost.
+    co_await s.async_create(mine, "", ephemeral, use_awaitable);
+    auto deleted = co_await async_hold_node(s, mine, use_awaitable);
+    co_await deleted_by_operator(other, deleted);
+
+    // with_hold: the body runs under it, and the node goes after.
+    co_await s.async_create(mine, "", ephemeral, use_awaitable);
+    bool ran = false;
+    co_await with_hold(async_hold_node(s, mine, use_awaitable), [&](const lock& under) -> awaitable<void> {
+      ran = under.held();
+      co_return;
+    });
+    CHECK(ran);
+    CHECK_FALSE(co_await other.async_exists(mine, use_awaitable));
+
+    // Refused, every node left as it was.
+    auto persistent = base + "/persistent";
+    co_await s.async_create(persistent, "", use_awaitable);
+    auto theirs = base + "/theirs";
+    co_await other.async_create(theirs, "", ephemeral, use_awaitable);
+    auto refusal = [&](std::string node) -> awaitable<zkasio::error_code> {
+      auto [ec, none] = co_await async_hold_node(s, node, as_tuple(use_awaitable));
+      CHECK_FALSE(none.held());
+      co_return ec;
+    };
+    CHECK(co_await refusal(persistent) == error::not_own_node);
+    CHECK(co_await refusal(theirs) == error::not_own_node);
+    CHECK(co_await refusal(base + "/missing") == zk_error::no_node);
+    CHECK(co_await refusal("/") == error::invalid_path);
+    CHECK(co_await refusal("no-slash") == error::invalid_path);
+    CHECK(co_await other.async_exists(persistent, use_awaitable));
+    CHECK(co_await other.async_exists(theirs, use_awaitable));
+    co_await s.async_remove(persistent, use_awaitable);
+    co_await other.async_remove(theirs, use_awaitable);
+    co_await s.async_remove(base, use_awaitable);
+  }());
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter,
+                  "async_hold_node cancelled while its check's reply is held: operation_aborted at once, and the node stays the caller's") {
+  auto node = unique_path("hold-node-cancelled");
+  run(io, [&]() -> awaitable<void> {
+    co_await waiter_connected();
+    co_await s.async_create(node, "", create_options(create_mode::ephemeral), use_awaitable);
+    cancellable<lock> checked(io);
+    co_await cancelled_while_reply_held(
+        proxy, checked, [&](auto handler) { async_hold_node(s, node, std::move(handler)); },
+        asio::cancellation_type::terminal);
+    // Still there and this session's: a check that went on after the
+    // cancellation would have held it and, dropping the lock, deleted it
+    // (before this check, on the same session).
+    auto held = co_await async_hold_node(s, node, use_awaitable);
+    auto [released] = co_await held.async_release(as_tuple(use_awaitable));
+    CHECK_FALSE(released);
+    CHECK_FALSE(co_await holder.async_exists(node, use_awaitable));
   }());
 }

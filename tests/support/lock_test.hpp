@@ -169,18 +169,20 @@ struct cancellable {
   }
 };
 
-// Launches a read of a session through `proxy` (`launch(op.handler())`) with
-// its reply held back, cancels it (total) once the read reached the server,
-// then lets the reply pass: the read must have ended at once (within 2 s),
-// with operation_aborted.
+// Launches an operation of a session through `proxy` (`launch(op.handler())`)
+// with its first reply held back, cancels it (`type`: total, which a read
+// honours) once its request reached the server, then lets the reply pass:
+// the operation must have ended at once (within 2 s), with
+// operation_aborted.
 template <class... Values, class Launch>
-asio::awaitable<void> cancelled_while_reply_held(tcp_proxy& proxy, cancellable<Values...>& op, Launch launch) {
+asio::awaitable<void> cancelled_while_reply_held(tcp_proxy& proxy, cancellable<Values...>& op, Launch launch,
+                                                 asio::cancellation_type type = asio::cancellation_type::total) {
   proxy.hold_replies();
   auto sent = proxy.requests_forwarded();
   auto held = proxy.frames_held();
   launch(op.handler());
   REQUIRE(co_await eventually([&] { return proxy.requests_forwarded() > sent && proxy.frames_held() > held; }));
-  op.cancel.emit(asio::cancellation_type::total);
+  op.cancel.emit(type);
   bool prompt = co_await op.done.wait(std::chrono::seconds(2));
   proxy.pass();
   REQUIRE(prompt);

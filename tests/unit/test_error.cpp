@@ -43,7 +43,7 @@ TEST_CASE("zkasio's own errors have a category of their own, apart from ZooKeepe
                        error::lock_timeout,        error::would_deadlock,    error::invalid_lease_count,
                        error::not_fenced,          error::invalid_safety_margin, error::unexpected_reply,
                        error::internal_error,      error::not_connected,     error::unresolvable_host,
-                       error::not_zookeeper};
+                       error::not_zookeeper,       error::not_own_node};
   std::set<std::string> messages;
   for (auto e : own) {
     std::error_code ec = e;
@@ -68,6 +68,7 @@ TEST_CASE("error conditions group errors by what the caller should do") {
   CHECK(std::error_code(error::invalid_path) == condition::caller_fault);
   CHECK(std::error_code(zk_error::bad_arguments) == condition::caller_fault);
   CHECK(std::error_code(error::request_too_large) == condition::caller_fault);
+  CHECK(std::error_code(error::not_own_node) == condition::caller_fault);
   CHECK(std::error_code(zk_error::no_node) != condition::retryable);
   CHECK(std::error_code(zk_error::no_node) != condition::caller_fault);
   CHECK(std::error_code(error::internal_error) != condition::retryable);
@@ -128,6 +129,7 @@ TEST_CASE("codes compare equal to the portable code (std::errc) that means the s
       {error::lock_timeout, std::errc::timed_out},
       {error::lock_busy, std::errc::device_or_resource_busy},
       {error::not_held, std::errc::operation_not_permitted},
+      {error::not_own_node, std::errc::operation_not_permitted},
       {error::would_deadlock, std::errc::resource_deadlock_would_occur},
       {error::not_connected, std::errc::not_connected},
       {error::request_too_large, std::errc::message_size},

@@ -1,5 +1,6 @@
 // The lock's decisions without a server: names, ordering (across the wrap of
-// the server's counter), verdicts, and what the process knows of its nodes.
+// the server's counter), verdicts, what the process knows of its nodes, and
+// which node a user's own recipe may hold.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "recipes/process_wide/known_nodes.hpp"
+#include "recipes/rules/decisions.hpp"
 #include "recipes/rules/lock_queue.hpp"
 #include "recipes/rules/queue_rule.hpp"
 
@@ -620,4 +622,14 @@ TEST_CASE("local handoff's rule: hand over while the node is sure and the bound 
   // max_run 0 or max_time 0: none once another is seen.
   CHECK(mutex_queue.next_after_release({.other_seen = now, .handed_since = 0}, 0, 1h, true, true, now) == after_release::delete_node);
   CHECK(mutex_queue.next_after_release({.other_seen = now, .handed_since = 0}, 5, 0ms, true, true, now) == after_release::delete_node);
+}
+
+TEST_CASE("a node of the user's own recipe may be held only if it is an EPHEMERAL node of this session") {
+  using zkasio::detail::own_node_refusal;
+  const std::int64_t mine = 0x1234, theirs = 0x5678;
+  CHECK(own_node_refusal(zkasio::node_stat{.ephemeral_owner = mine}, mine) == zkasio::error_code{});
+  CHECK(own_node_refusal(std::nullopt, mine) == zkasio::zk_error::no_node);
+  CHECK(own_node_refusal(zkasio::node_stat{.ephemeral_owner = 0}, mine) == zkasio::error::not_own_node);
+  CHECK(own_node_refusal(zkasio::node_stat{.ephemeral_owner = theirs}, mine) == zkasio::error::not_own_node);
+  CHECK(own_node_refusal(zkasio::node_stat{.ephemeral_owner = 0}, 0) == zkasio::error::not_own_node);
 }

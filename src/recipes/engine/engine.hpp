@@ -126,9 +126,6 @@ inline void report(const mutex_options& options, std::string_view path, lock_eve
   }
 }
 
-// The engine's strand over `executor` (engine.cpp).
-lock_strand make_lock_strand(const asio::any_io_executor& executor);
-
 // Curator's revocation request, written into the holder's node.
 constexpr std::string_view revoke_message = "__REVOKE__";
 

@@ -295,6 +295,75 @@ lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<o
   return first;
 }
 
+// ------------------------------------- a node of the user's own recipe
+
+namespace {
+
+// The user's node as checked: held from then on.
+struct own_node {
+  node_stat stat;
+  std::uint64_t generation = 0;  // of the session that owns it
+};
+
+// Whether the engine's node may be held (own_node_refusal), asked after a
+// sync so that its answer is the leader's, until the session is sure
+// (session_sure) when the answer comes.
+awaitable<std::tuple<error_code, own_node>> check_own_node(std::shared_ptr<engine_state> m) {
+  auto& s = m->s;
+  for (;;) {
+    auto generation = s.generation();
+    auto [synced] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (synced) co_return std::make_tuple(synced, own_node{});
+    auto [ec, stat] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
+    if (ec) co_return std::make_tuple(ec, own_node{});
+    if (s.generation() != generation) co_return std::make_tuple(code(zk_error::session_expired), own_node{});
+    if (auto refused = own_node_refusal(stat, s.id())) co_return std::make_tuple(refused, own_node{});
+    if (session_sure(*m)) co_return std::make_tuple(error_code{}, own_node{*stat, generation});
+    if (auto never = never_sure(*m)) co_return std::make_tuple(never, own_node{});
+  }
+}
+
+// The check's completion, which makes the hold as it completes `outer`: a
+// check that completes after a cancellation delivers nothing (the
+// completion is done), so no hold is made then and the node stays the
+// user's, untouched.
+class own_node_hold final : public completion<own_node> {
+ public:
+  own_node_hold(std::shared_ptr<engine_state> m, completion_ptr<lock> outer) : m_(std::move(m)), outer_(std::move(outer)) {}
+
+ private:
+  void deliver(error_code ec, own_node node) override {
+    if (ec) return outer_->complete(ec, lock{});
+    if (outer_->done()) return;  // (cancelled: its cancellation ends this check first)
+    // Held as a race recipe's node is: the node at the engine's path (an
+    // empty name), checked to be the incarnation seen (its czxid).
+    attempt a;
+    a.generation = node.generation;
+    a.stat = node.stat;
+    report(m_->options, m_->path, lock_event::kind::granted, m_->path, {});
+    outer_->complete({}, granted(m_, a, std::nullopt));
+  }
+  std::shared_ptr<engine_state> m_;
+  completion_ptr<lock> outer_;
+};
+
+}  // namespace
+
+void start_hold_node(session& s, std::string node, lock_options options, lock_strand strand,
+                     completion_ptr<lock> done) {
+  std::shared_ptr<engine_state> m;
+  try {
+    m = make_engine(s, node, std::move(options), queue_family::race, strand);
+  } catch (const system_error& e) {  // (invalid_path)
+    return asio::dispatch(strand, [done, ec = e.code()] { done->complete(ec, lock{}); });
+  }
+  auto check = std::make_shared<own_node_hold>(m, done);
+  done->on_cancel = [weak = std::weak_ptr<completion<own_node>>(check)] {
+    if (auto c = weak.lock()) c->cancel();
+  };
+  start_spawned(m->strand, check_own_node(m), completion_ptr<own_node>(check));
+}
+
 // ------------------------------------------------- the in-process handoff
 
 namespace {

@@ -1,12 +1,15 @@
 // What the state machines without I/O (fair_acquire, room_wait,
 // race_acquire) and the engine's coroutines share: the one rule of which
-// failures an acquire rides through, and short names for error codes.
+// failures an acquire rides through, short names for error codes, and which
+// node a user's own recipe may hold.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <system_error>
 #include <zkasio/error.hpp>
 #include <zkasio/error_code.hpp>
+#include <zkasio/operations.hpp>
 
 namespace zkasio::detail {
 
@@ -36,5 +39,14 @@ inline bool queues_again(error_code ec, bool requeue_on_expiry, bool one_look, s
 
 inline error_code code(zk_error e) { return make_error_code(e); }
 inline error_code code(error e) { return make_error_code(e); }
+
+// Why the node a user's own recipe made may not be held (async_hold_node),
+// if it may not: its `stat` as found (nullopt: no such node) must be an
+// EPHEMERAL node's of the session `session_id`, which alone deletes it.
+inline error_code own_node_refusal(const std::optional<node_stat>& stat, std::int64_t session_id) {
+  if (!stat) return code(zk_error::no_node);
+  if (stat->ephemeral_owner == 0 || stat->ephemeral_owner != session_id) return code(error::not_own_node);
+  return {};
+}
 
 }  // namespace zkasio::detail
