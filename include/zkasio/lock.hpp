@@ -56,11 +56,13 @@ class owner {
 // What an exclusive or shared acquire may be given besides its token, in one
 // argument (so that no option can be taken for the token, and any may be
 // combined): `m.async_acquire({.who = me, .timeout = 2s})`.
-// - who: reentrancy by this owner (a hold of its on this lock object is
-//   granted again at once);
+// - who: reentrancy by this owner (a hold of its of the same kind on this
+//   lock object is granted again at once, whatever the deadline; a
+//   shared_mutex's write holder asking for the read lock makes a read node, a
+//   downgrade, which the deadline can end, the write lock still held);
 // - deadline, timeout: when to give up (lock_timeout if connected then,
-//   not_connected if not); the timeout counts from the launch; with both, the
-//   earlier.
+//   not_connected if not); the timeout counts from the launch (a timeout too
+//   long to add is none); with both, the earlier.
 // Without any, the acquire is its own owner and waits for as long as it takes.
 struct acquire_options {
   std::optional<owner> who = std::nullopt;

@@ -47,9 +47,12 @@ void settle(asio::io_context& io) {
 // Options, braced or a non-const lvalue, pick the options' overload (the
 // token parameter of the other would take an lvalue, and fail to compile).
 static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::shared_mutex& rw, zkasio::owner& me,
-                       zkasio::acquire_options& options) {
+                       zkasio::acquire_options& options, const zkasio::acquire_options& fixed) {
   m.async_acquire({.who = me});
   m.async_acquire(options);
+  m.async_acquire(fixed);
+  m.async_acquire({});
+  rw.async_acquire_shared({});
   race.async_acquire({.who = me});
   race.async_acquire(options);
   rw.async_acquire({.who = me});
@@ -258,4 +261,7 @@ TEST_CASE("an acquire's options as it starts: the timeout counts from the launch
   REQUIRE(earlier.deadline);
   CHECK(*earlier.deadline < late);
   CHECK_FALSE(started(request_of(kind, {.who = me})).deadline);
+  // A timeout too long to add to now waits for ever, rather than overflow into the past.
+  CHECK(started(request_of(kind, {.timeout = std::chrono::steady_clock::duration::max()})).deadline ==
+        std::chrono::steady_clock::time_point::max());
 }

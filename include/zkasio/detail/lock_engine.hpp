@@ -101,7 +101,10 @@ struct lease_request {
 template <class Request>
 Request started(Request request) {
   if (request.timeout) {
-    auto end = std::chrono::steady_clock::now() + *std::exchange(request.timeout, {});
+    using clock = std::chrono::steady_clock;
+    auto now = clock::now();
+    auto timeout = *std::exchange(request.timeout, {});
+    auto end = timeout > clock::time_point::max() - now ? clock::time_point::max() : now + timeout;  // (no overflow)
     request.deadline = request.deadline ? std::min(*request.deadline, end) : end;
   }
   return request;
