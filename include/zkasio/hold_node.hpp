@@ -16,16 +16,27 @@
 // async_guarded_multi fails with not_fenced, as a race recipe's lock does:
 // the node's path may be made again, with the same versions, by another.
 // Of lock_options, `policy`, `safety_margin` and `observer` apply (the
-// observer hears granted, lost and released); `data` and
-// `requeue_on_expiry` do not (nothing is created, nothing waits).
+// observer hears granted, with no wait, lost and released); `data`, `node_acl`
+// and `requeue_on_expiry` do not (nothing is created, nothing waits).
 //
 //   async_hold_node(session, node, [options])   void(error_code, lock)
 //
+// The node's path is, in this session, the hold's alone while it lasts: it
+// takes the session's turn on the path as a race_mutex's (or a race-mode
+// election's) contender does, so such a contender of the session there, or
+// a second hold of the node, waits for it (lock_busy while one has it).
+// Hold no node a zkasio recipe made (a mutex's contender node): that
+// recipe's own hold of it would not know of this one.
+// The release checks that the node is this incarnation, then deletes it: a
+// delete and a create at the path between the two (by another session, or
+// by the user's recipe) would be deleted in its place, as for race_mutex.
+//
 // Errors: invalid_path (the root, or a path ZooKeeper rejects); no_node;
-// not_own_node (a persistent node, or another session's); session_expired
-// (the session ended during the check); invalid_safety_margin; the
-// session's own errors (not connected yet: it waits for the connection, as
-// every request does).
+// not_own_node (a persistent node, or another session's); lock_busy (above);
+// session_expired (the session ended during the check);
+// invalid_safety_margin; the session's own errors (it waits for the
+// connection, as every request does; a connection lost during its sync is
+// connection_loss: the check is not asked again).
 // Cancellation: terminal and partial complete it at once with
 // operation_aborted, and the node is left as it was (never deleted: it is
 // the caller's until a lock holds it); total is not honoured.

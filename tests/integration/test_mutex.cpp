@@ -18,6 +18,7 @@
 #include <sstream>
 #include <zkasio/hold_node.hpp>
 #include <zkasio/mutex.hpp>
+#include <zkasio/race_mutex.hpp>
 #include <zkasio/semaphore.hpp>
 
 #include "recipes/rules/lock_queue.hpp"
@@ -343,8 +344,12 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
     auto timed = co_await m.async_acquire({.who = me, .timeout = 10s}, use_awaitable);
     CHECK(timed.node() == outer.node());
     co_await timed.async_release(use_awaitable);
-    auto [timed_out, none_timed] = co_await m.async_acquire({.who = owner{}, .timeout = 50ms}, as_tuple(use_awaitable));
+    owner stranger;
+    auto [timed_out, none_timed] = co_await m.async_acquire({.who = stranger, .timeout = 50ms}, as_tuple(use_awaitable));
     CHECK(timed_out == error::lock_timeout);
+    // Its timeout left no hold of its to re-enter: it times out again.
+    auto [again_out, none_again] = co_await m.async_acquire({.who = stranger, .timeout = 50ms}, as_tuple(use_awaitable));
+    CHECK(again_out == error::lock_timeout);
     co_await inner.async_release(use_awaitable);
     co_await other.async_connect(use_awaitable);  // a try is one look: not_connected while it connects
     auto [busy, none] = co_await other_mutex.async_try_acquire(as_tuple(use_awaitable));
@@ -967,6 +972,25 @@ TEST_CASE("async_hold_node: a node of the user's own recipe held as a lock (fenc
     });
     CHECK(ran);
     CHECK_FALSE(co_await other.async_exists(mine, use_awaitable));
+
+    // The session's turn on the path: a race_mutex of the session there, or
+    // a second hold of the node, waits for it, and neither touches the node.
+    co_await s.async_create(mine, "", ephemeral, use_awaitable);
+    auto czxid = (co_await s.async_exists(mine, use_awaitable))->czxid;
+    auto first = co_await async_hold_node(s, mine, use_awaitable);
+    race_mutex racing(s, mine);
+    auto [busy, none_raced] = co_await racing.async_try_acquire(as_tuple(use_awaitable));
+    CHECK(busy == error::lock_busy);
+    auto [twice, none_twice] = co_await async_hold_node(s, mine, as_tuple(use_awaitable));
+    CHECK(twice == error::lock_busy);
+    CHECK_FALSE(first.lost());
+    CHECK((co_await other.async_exists(mine, use_awaitable))->czxid == czxid);
+    co_await first.async_release(use_awaitable);
+    auto raced = co_await racing.async_acquire(use_awaitable);  // its own node at the path now
+    auto [raced_busy, none_held] = co_await async_hold_node(s, mine, as_tuple(use_awaitable));
+    CHECK(raced_busy == error::lock_busy);
+    CHECK_FALSE(raced.lost());
+    co_await raced.async_release(use_awaitable);
 
     // Refused, every node left as it was.
     auto persistent = base + "/persistent";

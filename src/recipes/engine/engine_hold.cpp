@@ -302,24 +302,36 @@ namespace {
 // The user's node as checked: held from then on.
 struct own_node {
   node_stat stat;
-  std::uint64_t generation = 0;  // of the session that owns it
+  std::uint64_t generation = 0;                // of the session that owns it
+  std::shared_ptr<local_turns::turn> turn{};  // the session's on the path
 };
 
 // Whether the engine's node may be held (own_node_refusal), asked after a
 // sync so that its answer is the leader's, until the session is sure
-// (session_sure) when the answer comes.
+// (session_sure) when the answer comes. First the session's turn on the
+// path (local_turns.hpp), as a race recipe's contender takes it: while a
+// contender of the session, or another hold of the node, has it, lock_busy;
+// while this one has it, none of them makes or deletes a node there.
 awaitable<std::tuple<error_code, own_node>> check_own_node(std::shared_ptr<engine_state> m) {
   auto& s = m->s;
+  auto refused = [](error_code ec) { return std::make_tuple(ec, own_node{}); };
+  auto [synced] = co_await s.async_sync(m->path, as_tuple(use_awaitable));  // (connected from here)
+  if (synced) co_return refused(synced);
+  auto generation = s.generation();
+  auto turn = m->turns->try_take({m->core, generation});
+  if (!turn) co_return refused(code(error::lock_busy));
   for (;;) {
-    auto generation = s.generation();
-    auto [synced] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-    if (synced) co_return std::make_tuple(synced, own_node{});
     auto [ec, stat] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-    if (ec) co_return std::make_tuple(ec, own_node{});
-    if (s.generation() != generation) co_return std::make_tuple(code(zk_error::session_expired), own_node{});
-    if (auto refused = own_node_refusal(stat, s.id())) co_return std::make_tuple(refused, own_node{});
-    if (session_sure(*m)) co_return std::make_tuple(error_code{}, own_node{*stat, generation});
-    if (auto never = never_sure(*m)) co_return std::make_tuple(never, own_node{});
+    if (ec) co_return refused(ec);
+    // (The session clears its id before it counts the next generation.)
+    auto id = s.id();
+    if (s.generation() != generation || id == 0) co_return refused(code(zk_error::session_expired));
+    if (auto refusal = own_node_refusal(stat, id)) co_return refused(refusal);
+    if (session_sure(*m)) co_return std::make_tuple(error_code{}, own_node{*stat, generation, std::move(turn)});
+    if (auto never = never_sure(*m)) co_return refused(never);
+    // (A sync's answer comes through the leader: it moves last_contact.)
+    auto [again] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    if (again) co_return refused(again);
   }
 }
 
@@ -340,6 +352,7 @@ class own_node_hold final : public completion<own_node> {
     attempt a;
     a.generation = node.generation;
     a.stat = node.stat;
+    a.turn = std::move(node.turn);
     report(m_->options, m_->path, lock_event::kind::granted, m_->path, {});
     outer_->complete({}, granted(m_, a, std::nullopt));
   }
