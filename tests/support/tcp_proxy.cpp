@@ -284,10 +284,12 @@ struct tcp_proxy::impl {
       stopped = true;
       zkasio::error_code ignored;
       acceptor.close(ignored);
+      accept_retry.cancel();
       close_all();
     });
-    // Every socket is closed, so every pending operation completes (aborted)
-    // without starting another one, and run() returns by itself.
+    // Every socket is closed and the retry cancelled, so every pending
+    // operation completes (aborted) without starting another one, and run()
+    // returns by itself.
     work.reset();
     thread.join();
   }
@@ -321,8 +323,15 @@ struct tcp_proxy::impl {
           ++open;
           c->start();
         }
+        accept();
+        return;
       }
-      accept();
+      // Out of descriptors (a test's famine): the connection waits in the
+      // backlog, and accepting again at once would spin this thread.
+      accept_retry.expires_after(std::chrono::milliseconds(10));
+      accept_retry.async_wait([this](const zkasio::error_code& waited) {
+        if (!stopped && !waited) accept();
+      });
     });
   }
 
@@ -365,6 +374,7 @@ struct tcp_proxy::impl {
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   const tcp::endpoint upstream;
   tcp::acceptor acceptor;
+  asio::steady_timer accept_retry{io};
   std::string address;  // set before the thread starts, never changed
   std::thread thread;
 
