@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <zkasio/operations.hpp>
 
 namespace zkasio::detail {
@@ -15,5 +16,8 @@ constexpr std::size_t multi_header_bytes = 9;
 
 // The bytes `op` takes on the wire (without the length prefix and header).
 std::size_t request_size(const multi_op& op);
+// The same for a create's and a set_data's parts (no op to build: no copies).
+std::size_t create_request_size(std::string_view path, std::string_view data, const acl& access);
+std::size_t set_data_request_size(std::string_view path, std::string_view data);
 
 }  // namespace zkasio::detail

@@ -15,13 +15,14 @@ namespace zkasio::detail {
 namespace {
 
 // Not connected: `done`'s request waits for the connection, bounded by its
-// cancellation and the session's end; `resend` submits it again then. True
-// if it waits.
-template <class... Values, class Resend>
-bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& done, Resend resend) {
+// cancellation and the session's end; what `make_resend()` returns submits it
+// again then. True if it waits. (Made only then: a request sent at once
+// copies none of its arguments.)
+template <class... Values, class MakeResend>
+bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& done, MakeResend make_resend) {
   if (s->connected()) return false;
   s->when_connected(
-      session_core::clock::time_point::max(), std::move(resend),
+      session_core::clock::time_point::max(), make_resend(),
       [done](error_code ec) { done->complete(ec, Values{}...); }, [done] { return done->done(); });
   return true;
 }
@@ -33,9 +34,13 @@ bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& do
 void session_impl::create(std::string path, std::string data, create_options options,
                           completion_ptr<created> done) {
   if (refused(done, admit(path, sequential(options.mode),
-                          header_bytes + request_size(op::create{path, data, options}))))
+                          header_bytes + create_request_size(path, data, options.access))))
     return;
-  if (parked_until_connected(this, done, [this, path, data, options, done] { create(path, data, options, done); }))
+  if (parked_until_connected(this, done, [&] {
+        return [this, path = std::move(path), data = std::move(data), options = std::move(options), done] {
+          create(path, data, options, done);
+        };
+      }))
     return;
   c_client_scope scope(&options_);
   c_acl access(options.access);
@@ -55,7 +60,9 @@ void session_impl::create(std::string path, std::string data, create_options opt
 
 void session_impl::remove(std::string path, std::int32_t version, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
-  if (parked_until_connected(this, done, [this, path, version, done] { remove(path, version, done); })) return;
+  if (parked_until_connected(this, done, [&] {
+        return [this, path = std::move(path), version, done] { remove(path, version, done); };
+      })) return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_adelete(
@@ -70,9 +77,13 @@ void session_impl::remove(std::string path, std::int32_t version, completion_ptr
 
 void session_impl::set_data(std::string path, std::string data, std::int32_t version,
                             completion_ptr<node_stat> done) {
-  if (refused(done, admit(path, false, header_bytes + request_size(op::set_data{path, data, version}))))
+  if (refused(done, admit(path, false, header_bytes + set_data_request_size(path, data))))
     return;
-  if (parked_until_connected(this, done, [this, path, data, version, done] { set_data(path, data, version, done); }))
+  if (parked_until_connected(this, done, [&] {
+        return [this, path = std::move(path), data = std::move(data), version, done] {
+          set_data(path, data, version, done);
+        };
+      }))
     return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<node_stat>>(request<node_stat>{this, done}), [&](auto* r) {
@@ -161,7 +172,9 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
     const auto& path = std::visit([](const auto& x) -> const std::string& { return x.path; }, o);
     if (refused(done, admit(path, c && sequential(c->options.mode), bytes))) return;
   }
-  if (parked_until_connected(this, done, [this, ops, done] { multi(ops, done); })) return;
+  if (parked_until_connected(this, done, [&] {
+        return [this, ops = std::move(ops), done] { multi(ops, done); };
+      })) return;
   auto r = std::make_unique<multi_request>();
   r->session = this;
   r->done = done;
@@ -295,7 +308,9 @@ void session_impl::get_children(std::string path, completion_ptr<children> done)
 
 void session_impl::sync(std::string path, completion_ptr<> done) {
   if (refused(done, admit(path))) return;
-  if (parked_until_connected(this, done, [this, path, done] { sync(path, done); })) return;
+  if (parked_until_connected(this, done, [&] {
+        return [this, path = std::move(path), done] { sync(path, done); };
+      })) return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
     return zoo_async(

@@ -184,7 +184,9 @@ TEST_CASE("known nodes below the predecessor need no new listing") {
   auto a = node(uuid_a, "0000000001"), b = node(uuid_b, "0000000002"), c = node(uuid_c, "0000000003"),
        d = node(uuid_a, "0000000004");
   auto queue = view_knowing(lock_queue({d, c, b, a}), {a, b, d});  // c is another process's
-  CHECK(queue.others_before == std::vector<std::uint32_t>{0, 0, 0, 1});
+  std::vector<std::uint32_t> others;
+  for (const auto& ahead : queue.before) others.push_back(ahead.others);
+  CHECK(others == std::vector<std::uint32_t>{0, 0, 0, 1});
   auto vc = decide(queue, parsed(c));
   CHECK(vc.predecessor == b);
   CHECK_FALSE(vc.relist_after);  // only known nodes (a) below b

@@ -79,7 +79,7 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
     name += who.downgrade_of->substr(who.downgrade_of->find(write) + write.size());  // its sequence
     mode.mode = create_mode::ephemeral;
   }
-  m->s.async_create(m->full(name), data, mode,
+  m->s.async_create(m->full(name), data, std::move(mode),
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(fsm.generation()),
                                                      beside = std::string(fsm.exempt())](error_code ec,
                                                                                          created made) {

@@ -203,7 +203,7 @@ awaitable<std::optional<listing>> find_lost_node(std::shared_ptr<engine_state> m
     // me list again once my predecessor goes. (One at a time on the strand:
     // a decision drops its view before the next.)
     auto mine = static_cast<std::size_t>(found - view->nodes.data());
-    if (view->others_before[mine] > 0)
+    if (view->before[mine].others > 0)
       view = std::make_shared<const queue_view>(
           m->known->view({view->nodes.begin(), view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1}));
     co_return listing(error_code{}, std::move(view));

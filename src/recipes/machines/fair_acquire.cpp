@@ -235,7 +235,7 @@ fair_acquire::action fair_acquire::on_found(const looked_up& l, acquire_world& w
   // its part up to mine (all a decision reads) is made again with what is
   // known now, lest nodes before mine that this process knows make me list
   // again once my predecessor goes.
-  if (view->others_before[mine] > 0)
+  if (view->before[mine].others > 0)
     view = world.view(std::vector<lock_node>(view->nodes.begin(),
                                              view->nodes.begin() + static_cast<std::ptrdiff_t>(mine) + 1));
   if (c_.create_only) return finish(grant{});

@@ -40,7 +40,7 @@ void known_nodes::add(const lock_node& node, session_ref owner, std::string_view
     // for a downgrade's read node, beside its write node and maybe other
     // downgrades of it.)
     if (beside.empty())
-      for (auto it = entries_.lower_bound({node.sequence, {}});
+      for (auto it = entries_.lower_bound(lookup_key{node.sequence, {}});
            it != entries_.end() && it->first.first == node.sequence;) {
         auto next = std::next(it);
         erase(it, woken);
@@ -52,8 +52,8 @@ void known_nodes::add(const lock_node& node, session_ref owner, std::string_view
 }
 
 known_nodes::entries::iterator known_nodes::find(std::string_view name) {
-  auto node = parse_lock_node(name);
-  return node ? entries_.find({node->sequence, std::string(name)}) : entries_.end();
+  auto node = parse_lock_node_key(name);
+  return node ? entries_.find(lookup_key{node->sequence, name}) : entries_.end();
 }
 
 void known_nodes::gone(std::string_view name) {
@@ -88,7 +88,7 @@ void known_nodes::session_ended(const session_ref& owner, bool nodes_gone) {
 queue_view known_nodes::view(std::vector<lock_node> queue) const {
   std::lock_guard lock(guard_);
   return make_view(std::move(queue), [this](const lock_node& node) {
-    return entries_.count({node.sequence, node.name}) > 0;
+    return entries_.find(lookup_key{node.sequence, node.name}) != entries_.end();
   });
 }
 
@@ -126,10 +126,10 @@ known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_
 }
 
 bool known_nodes::owned_by(std::string_view name, const session_ref& owner) const {
-  auto node = parse_lock_node(name);
+  auto node = parse_lock_node_key(name);
   if (!node) return false;
   std::lock_guard lock(guard_);
-  auto it = entries_.find({node->sequence, std::string(name)});
+  auto it = entries_.find(lookup_key{node->sequence, name});
   return it != entries_.end() && it->second.owner.same_as(owner);
 }
 

@@ -50,6 +50,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "recipes/rules/lock_queue.hpp"
@@ -137,7 +138,16 @@ class known_nodes {
   // By sequence, then name: a downgrade's read node shares its write node's
   // sequence.
   using key = std::pair<sequence_number, std::string>;
-  using entries = std::map<key, entry>;
+  // Looked up by a name's view too (lookup_key): no copy of the name.
+  using lookup_key = std::pair<sequence_number, std::string_view>;
+  struct key_less {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tie(a.first, a.second) < std::tie(b.first, b.second);
+    }
+  };
+  using entries = std::map<key, entry, key_less>;
 
   // With guard_ held: the entry of `name`, or end().
   entries::iterator find(std::string_view name);

@@ -92,6 +92,12 @@ std::string_view lock_node::uuid() const noexcept {
 }
 
 std::optional<lock_node> parse_lock_node(std::string_view name) {
+  auto key = parse_lock_node_key(name);
+  if (!key) return std::nullopt;
+  return lock_node{std::string(name), key->kind, key->sequence};
+}
+
+std::optional<lock_node_key> parse_lock_node_key(std::string_view name) {
   const std::size_t head = protected_prefix.size() + uuid_length + 1;  // "_c_<uuid>-"
   if (name.size() < head || name.substr(0, protected_prefix.size()) != protected_prefix ||
       name[head - 1] != '-')
@@ -104,7 +110,7 @@ std::optional<lock_node> parse_lock_node(std::string_view name) {
     if (rest.substr(0, lock.size()) != lock) continue;
     auto sequence = parse_sequence(rest.substr(lock.size()));
     if (!sequence) return std::nullopt;
-    return lock_node{std::string(name), kind, *sequence};
+    return lock_node_key{kind, *sequence};
   }
   return std::nullopt;
 }

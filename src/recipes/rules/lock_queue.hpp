@@ -74,5 +74,11 @@ class uuid_text {
 std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);
 // The node's parts, or nullopt for a name that is no contender's node.
 std::optional<lock_node> parse_lock_node(std::string_view name);
+// The same, without a copy of the name (a lookup by name needs no more).
+struct lock_node_key {
+  node_kind kind;
+  sequence_number sequence;
+};
+std::optional<lock_node_key> parse_lock_node_key(std::string_view name);
 
 }  // namespace zkasio::detail

@@ -82,7 +82,7 @@ lock_verdict queue_rule::decide(const queue_view& queue, std::uint32_t index, st
   auto predecessor = index - 1;
   return {.what = lock_verdict::wait,
           .predecessor = queue.nodes[predecessor].name,
-          .relist_after = queue.others_before[predecessor] > 0};
+          .relist_after = queue.before[predecessor].others > 0};
 }
 
 lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_view exempt) {
@@ -92,17 +92,13 @@ lock_verdict decide(const queue_view& queue, const lock_node& mine, std::string_
 }
 
 queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known) {
-  queue_view view{std::move(queue), {}, {}, {}};
+  queue_view view{std::move(queue), {}};
   auto size = view.nodes.size();
-  view.others_before.reserve(size);
-  view.other_writers_before.reserve(size);
-  view.writer_before.reserve(size);
+  view.before.reserve(size);
   std::uint32_t others = 0, other_writers = 0, writer = queue_view::none;
   for (std::uint32_t i = 0; i < size; ++i) {
     const auto& node = view.nodes[i];
-    view.others_before.push_back(others);
-    view.other_writers_before.push_back(other_writers);
-    view.writer_before.push_back(writer);
+    view.before.push_back({others, other_writers, writer});
     bool is_writer = node.kind == node_kind::write;
     if (!known(node)) {
       ++others;
@@ -136,18 +132,18 @@ lock_verdict read_write_rule::decide(const queue_view& queue, std::uint32_t inde
     // Only writers ahead block a reader (so readers never wait on later
     // writers, nor on one another; a downgrade's read node, the one node that
     // can appear ahead after a listing, never blocks a reader).
-    auto writer = queue.writer_before[index];
-    while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.writer_before[writer];
+    auto writer = queue.before[index].writer;
+    while (writer != queue_view::none && nodes[writer].name == exempt) writer = queue.before[writer].writer;
     if (writer == queue_view::none) return {.what = lock_verdict::held};
     return {.what = lock_verdict::wait,
             .predecessor = nodes[writer].name,
-            .relist_after = queue.other_writers_before[writer] > 0};
+            .relist_after = queue.before[writer].other_writers > 0};
   }
   auto verdict = queue_rule::decide(queue, index, exempt);
   // Another process's writer ahead may downgrade: its read node would take
   // the writer's own sequence, after this listing (shared_mutex.hpp).
   if (verdict.what == lock_verdict::wait && nodes[index - 1].kind == node_kind::write &&
-      queue.others_before[index] > queue.others_before[index - 1])
+      queue.before[index].others > queue.before[index - 1].others)
     verdict.relist_after = true;
   return verdict;
 }

@@ -37,9 +37,13 @@ std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, cons
 struct queue_view {
   static constexpr std::uint32_t none = UINT32_MAX;
   std::vector<lock_node> nodes;  // in queue order
-  // [i]: nodes before i this process does not know; writers among them.
-  std::vector<std::uint32_t> others_before, other_writers_before;
-  std::vector<std::uint32_t> writer_before;  // [i]: the nearest write node before i, or none
+  // What is before a node (one vector: one allocation per listing).
+  struct ahead {
+    std::uint32_t others = 0;         // nodes this process does not know
+    std::uint32_t other_writers = 0;  // writers among them
+    std::uint32_t writer = none;      // the nearest write node, or none
+  };
+  std::vector<ahead> before;  // [i]: before nodes[i]
 };
 // `known(node)`: whether this process knows the node (see known_nodes.hpp).
 queue_view make_view(std::vector<lock_node> queue, const std::function<bool(const lock_node&)>& known);
