@@ -63,7 +63,7 @@ template <class Token = default_token>
 auto async_hold_node(session& s, std::string_view node, lock_options options, Token&& token = {}) {
   return asio::async_initiate<Token, void(error_code, lock)>(
       [](auto handler, session* s, std::string node, lock_options options) {
-        auto strand = detail::make_lock_strand(s->get_executor());
+        auto strand = detail::make_strand_over(s->get_executor());
         auto done = detail::engine_completion<lock, lock>(std::move(handler), strand);
         detail::start_hold_node(*s, std::move(node), std::move(options), strand, std::move(done));
       },

@@ -206,7 +206,7 @@ void start_release(const std::shared_ptr<engine_state>& engine, std::shared_ptr<
 void start_guarded_multi(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
                          std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done);
 // A strand, type-erased: over an io_context's own executor when the session
-// runs on one (see make_lock_strand in engine.cpp).
+// runs on one (see make_strand_over in detail/session_core.hpp).
 using lock_strand = asio::any_io_executor;
 
 // Completes `handler` at once with `values`, posted to its associated

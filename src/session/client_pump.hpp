@@ -23,7 +23,7 @@ namespace zkasio::detail {
 
 class client_pump {
  public:
-  using strand_type = asio::strand<asio::any_io_executor>;
+  using strand_type = asio::any_io_executor;  // the session's strand (make_strand_over)
 
   // `on_unrecoverable` runs (on the strand) when the handle becomes unusable
   // (expired or authentication failed); `on_disconnected` when the handle is

@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 
 #include "c_types.hpp"
 #include "requests.hpp"
@@ -63,6 +65,11 @@ bool zookeeper_handshake(std::int64_t session_id, int negotiated_ms, std::chrono
 }  // namespace
 
 // ---------------------------------------------------------------- lifecycle
+
+asio::any_io_executor make_strand_over(const asio::any_io_executor& executor) {
+  if (auto* io = executor.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
+  return asio::make_strand(executor);
+}
 
 std::shared_ptr<session_core> session_core::make(const asio::any_io_executor& executor,
                                                  session_options options) {

@@ -118,8 +118,6 @@ void start_acquire_leases(const std::shared_ptr<engine_state>& leases, const std
 // (src/recipes/engine/engine_hold.cpp).
 void start_hold_node(session& s, std::string node, lock_options options, lock_strand strand,
                      completion_ptr<lock> done);
-// A strand for a new engine over `executor` (src/recipes/engine/engine.cpp).
-lock_strand make_lock_strand(const asio::any_io_executor& executor);
 
 // The observers' starts (src/recipes/engine/engine_leader.cpp): `done`
 // completes with the answer or why not. A cancellation completes it at once;

@@ -28,9 +28,18 @@
 
 namespace zkasio::detail {
 
+// A strand over `executor`, type-erased. Over an io_context's own executor
+// when that is what `executor` is: such a strand fits in any_io_executor's
+// small buffer, and the strand's own questions to the executor below it
+// (whether it may block, its allocator) are not type-erased, where each such
+// question to an any_io_executor allocates (Asio 1.22). So a post to it, or
+// a wait of an I/O object on it, allocates nothing of its own. Every session
+// and every lock object runs on one.
+asio::any_io_executor make_strand_over(const asio::any_io_executor& executor);
+
 class session_core {
  public:
-  using strand_type = asio::strand<asio::any_io_executor>;
+  using strand_type = asio::any_io_executor;  // make_strand_over's
   using clock = std::chrono::steady_clock;
 
   static std::shared_ptr<session_core> make(const asio::any_io_executor& executor,
@@ -86,7 +95,7 @@ class session_core {
   virtual void abandon() = 0;
 
  protected:
-  explicit session_core(const asio::any_io_executor& executor) : strand_(executor) {}
+  explicit session_core(const asio::any_io_executor& executor) : strand_(make_strand_over(executor)) {}
 
   strand_type strand_;
   std::atomic<session_state> state_{session_state::connecting};

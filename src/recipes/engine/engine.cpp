@@ -2,19 +2,9 @@
 // the process-wide tables.
 #include "recipes/engine/engine.hpp"
 
-#include <asio/io_context.hpp>
-#include <asio/strand.hpp>
 #include <cassert>
 
 namespace zkasio::detail {
-
-// The mutex's strand. Over an io_context's own executor when that is what the
-// session runs on: such a strand fits in any_io_executor's small buffer, so
-// the copies that every waiting coroutine makes allocate nothing.
-lock_strand make_lock_strand(const asio::any_io_executor& executor) {
-  if (auto* io = executor.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
-  return asio::make_strand(executor);
-}
 
 namespace {
 

@@ -194,7 +194,7 @@ struct engine_state {
   engine_state(session& owner, std::string path, mutex_options options, queue_family family,
                std::optional<lock_strand> shared_strand)
       : s(session_access::view(owner)), core(session_access::core(owner)), path(std::move(path)), options(std::move(options)), family(family),
-        strand(shared_strand ? *shared_strand : make_lock_strand(s.get_executor())),
+        strand(shared_strand ? *shared_strand : make_strand_over(s.get_executor())),
         known(known_nodes::of(s.hosts(), this->path)),
         turns(family == queue_family::race ? local_turns::of(s.hosts(), this->path) : nullptr) {}
   session s;  // a view: what outlives the user's session object gets session_closed
