@@ -142,17 +142,42 @@ T made_of(From from) {
   else return T(std::move(from));
 }
 
-// An engine's completion (of a From) that completes `outer` with a T made
-// of it; `outer`'s cancellation cancels it.
-template <class T, class From>
+template <class T>
+struct make_of {
+  template <class From>
+  T operator()(error_code, From from) const {
+    return made_of<T>(std::move(from));
+  }
+};
+
+// An engine's completion (of a From) that completes `outer` with the T that
+// `make(ec, from)` makes of it. `make` runs only while `outer` is pending:
+// what would be made of an outcome that comes after the cancellation (a
+// hold, say) is never made.
+template <class T, class From, class Make>
 class completion_as final : public completion<From> {
  public:
-  explicit completion_as(completion_ptr<T> outer) : outer_(std::move(outer)) {}
+  completion_as(completion_ptr<T> outer, Make make) : outer_(std::move(outer)), make_(std::move(make)) {}
 
  private:
-  void deliver(error_code ec, From from) override { outer_->complete(ec, made_of<T>(std::move(from))); }
+  void deliver(error_code ec, From from) override {
+    if (outer_->done()) return;
+    outer_->complete(ec, make_(ec, std::move(from)));
+  }
   completion_ptr<T> outer_;
+  Make make_;
 };
+
+// The completion of a From that completes `outer` through `make`
+// (completion_as); `outer`'s cancellation cancels it.
+template <class From, class T, class Make>
+completion_ptr<From> completion_through(const completion_ptr<T>& outer, Make make) {
+  completion_ptr<From> inner = std::make_shared<completion_as<T, From, Make>>(outer, std::move(make));
+  outer->on_cancel = [weak = std::weak_ptr<completion<From>>(inner)] {
+    if (auto c = weak.lock()) c->cancel();
+  };
+  return inner;
+}
 
 // The completion of the user's `handler` (on the engine's strand, cancelled
 // by its slot: terminal and partial; total is not honoured, the operation
@@ -160,15 +185,8 @@ class completion_as final : public completion<From> {
 template <class T, class From, class Handler>
 completion_ptr<From> engine_completion(Handler&& handler, const lock_strand& strand) {
   auto outer = make_completion<T>(std::forward<Handler>(handler), strand, strand, write_cancellation);
-  if constexpr (std::is_same_v<T, From>) {
-    return outer;
-  } else {
-    completion_ptr<From> inner = std::make_shared<completion_as<T, From>>(outer);
-    outer->on_cancel = [weak = std::weak_ptr<completion<From>>(inner)] {
-      if (auto c = weak.lock()) c->cancel();
-    };
-    return inner;
-  }
+  if constexpr (std::is_same_v<T, From>) return outer;
+  else return completion_through<From>(outer, make_of<T>{});
 }
 
 // The acquire as an asynchronous operation, completing with a T made of the

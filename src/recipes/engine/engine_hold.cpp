@@ -335,29 +335,22 @@ awaitable<std::tuple<error_code, own_node>> check_own_node(std::shared_ptr<engin
   }
 }
 
-// The check's completion, which makes the hold as it completes `outer`: a
-// check that completes after a cancellation delivers nothing (the
-// completion is done), so no hold is made then and the node stays the
-// user's, untouched.
-class own_node_hold final : public completion<own_node> {
- public:
-  own_node_hold(std::shared_ptr<engine_state> m, completion_ptr<lock> outer) : m_(std::move(m)), outer_(std::move(outer)) {}
-
- private:
-  void deliver(error_code ec, own_node node) override {
-    if (ec) return outer_->complete(ec, lock{});
-    if (outer_->done()) return;  // (cancelled: its cancellation ends this check first)
+// The hold made of a checked node, as the check completes (through
+// completion_as: a check that completes after a cancellation makes none, so
+// the node stays the user's, untouched).
+struct hold_checked_node {
+  std::shared_ptr<engine_state> m;
+  lock operator()(error_code ec, own_node node) const {
+    if (ec) return {};
     // Held as a race recipe's node is: the node at the engine's path (an
     // empty name), checked to be the incarnation seen (its czxid).
     attempt a;
     a.generation = node.generation;
     a.stat = node.stat;
     a.turn = std::move(node.turn);
-    report(m_->options, m_->path, lock_event::kind::granted, m_->path, {});
-    outer_->complete({}, granted(m_, a, std::nullopt));
+    report(m->options, m->path, lock_event::kind::granted, m->path, {});
+    return granted(m, a, std::nullopt);
   }
-  std::shared_ptr<engine_state> m_;
-  completion_ptr<lock> outer_;
 };
 
 }  // namespace
@@ -370,11 +363,7 @@ void start_hold_node(session& s, std::string node, lock_options options, lock_st
   } catch (const system_error& e) {  // (invalid_path)
     return asio::dispatch(strand, [done, ec = e.code()] { done->complete(ec, lock{}); });
   }
-  auto check = std::make_shared<own_node_hold>(m, done);
-  done->on_cancel = [weak = std::weak_ptr<completion<own_node>>(check)] {
-    if (auto c = weak.lock()) c->cancel();
-  };
-  start_spawned(m->strand, check_own_node(m), completion_ptr<own_node>(check));
+  start_spawned(m->strand, check_own_node(m), completion_through<own_node>(done, hold_checked_node{m}));
 }
 
 // ------------------------------------------------- the in-process handoff
