@@ -551,12 +551,12 @@ TEST_CASE("local handoff: cancellation, timeouts and tries in a run leave no nod
   }());
 }
 
-TEST_CASE_FIXTURE(handing_mutex, "local handoff: reentrancy by owner; the next owner is handed the lock after the last release") {
+TEST_CASE_FIXTURE(handing_mutex, "local handoff: reentrancy by owner; the next owner (with a timeout) is handed the lock after the last release, in time") {
   owner a, b;
   run(io, [&]() -> awaitable<void> {
     auto outer = co_await m.async_acquire({.who = a}, use_awaitable);
     acquire_outcome other(io);
-    m.async_acquire({.who = b}, other.handler());
+    m.async_acquire({.who = b, .timeout = 10s}, other.handler());
     auto inner = co_await m.async_acquire({.who = a}, use_awaitable);
     CHECK(inner.fencing_token() == outer.fencing_token());
     co_await inner.async_release(use_awaitable);

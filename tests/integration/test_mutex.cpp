@@ -354,7 +354,14 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
     co_await other.async_connect(use_awaitable);  // a try is one look: not_connected while it connects
     auto [busy, none] = co_await other_mutex.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy == error::lock_busy);  // still held by the outer grant
+    // Another owner with a timeout waits, and is granted in time once the
+    // last grant of `me` is released.
+    acquire_outcome waiting(io);
+    m.async_acquire({.who = stranger, .timeout = 10s}, waiting.handler());
     co_await outer.async_release(use_awaitable);
+    REQUIRE(co_await waiting.done.wait(10s));
+    CHECK_FALSE(*waiting.ec);
+    co_await waiting.held.async_release(use_awaitable);
     CHECK((co_await lock_nodes(s, path)).empty());
     // A second release is harmless and says so.
     auto [twice] = co_await outer.async_release(as_tuple(use_awaitable));
@@ -1018,13 +1025,17 @@ TEST_CASE("async_hold_node: a node of the user's own recipe held as a lock (fenc
 TEST_CASE_FIXTURE(holder_and_proxied_waiter,
                   "async_hold_node cancelled while its check's reply is held: operation_aborted at once, and the node stays the caller's") {
   auto node = unique_path("hold-node-cancelled");
+  // Terminal and partial alike (the check has no effect to undo yet, but
+  // the hold it would make).
+  auto type = asio::cancellation_type::terminal;
+  SUBCASE("terminal") {}
+  SUBCASE("partial") { type = asio::cancellation_type::partial; }
   run(io, [&]() -> awaitable<void> {
     co_await waiter_connected();
     co_await s.async_create(node, "", create_options(create_mode::ephemeral), use_awaitable);
     cancellable<lock> checked(io);
     co_await cancelled_while_reply_held(
-        proxy, checked, [&](auto handler) { async_hold_node(s, node, std::move(handler)); },
-        asio::cancellation_type::terminal);
+        proxy, checked, [&](auto handler) { async_hold_node(s, node, std::move(handler)); }, type);
     // Still there and this session's: a check that went on after the
     // cancellation would have held it and, dropping the lock, deleted it
     // (before this check, on the same session).
