@@ -434,14 +434,7 @@ TEST_CASE("the race mutex: try, reentrancy by owner, and bad paths named") {
     auto first = co_await ma.async_acquire({.who = me}, use_awaitable);  // parents made as containers
     auto again = co_await ma.async_acquire({.who = me}, use_awaitable);
     CHECK(again.node() == first.node());
-    // Options combine as on the mutex: the owner re-enters at once whatever
-    // its deadline; another owner of the session times out in line.
-    auto timed = co_await ma.async_acquire({.who = me, .timeout = 0ms}, use_awaitable);
-    CHECK(timed.fencing_token() == first.fencing_token());
-    co_await timed.async_release(use_awaitable);
-    owner stranger;
-    auto [timed_out, none_timed] = co_await ma.async_acquire({.who = stranger, .timeout = 50ms}, as_tuple(use_awaitable));
-    CHECK(timed_out == error::lock_timeout);
+    co_await owner_and_timeout_combine(ma, me, first);
     co_await b.async_connect(use_awaitable);  // a try is one look: not_connected while b connects
     auto [busy_ec, none] = co_await mb.async_try_acquire(as_tuple(use_awaitable));
     CHECK(busy_ec == error::lock_busy);

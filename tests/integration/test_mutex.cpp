@@ -339,17 +339,7 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
     auto inner = co_await m.async_acquire({.who = me}, use_awaitable);  // at once, same node
     CHECK(inner.node() == outer.node());
     CHECK((co_await lock_nodes(s, path)).size() == 1);
-    // Options combine: the owner with a timeout re-enters at once; another
-    // owner's acquire with one times out.
-    auto timed = co_await m.async_acquire({.who = me, .timeout = 10s}, use_awaitable);
-    CHECK(timed.node() == outer.node());
-    co_await timed.async_release(use_awaitable);
-    owner stranger;
-    auto [timed_out, none_timed] = co_await m.async_acquire({.who = stranger, .timeout = 50ms}, as_tuple(use_awaitable));
-    CHECK(timed_out == error::lock_timeout);
-    // Its timeout left no hold of its to re-enter: it times out again.
-    auto [again_out, none_again] = co_await m.async_acquire({.who = stranger, .timeout = 50ms}, as_tuple(use_awaitable));
-    CHECK(again_out == error::lock_timeout);
+    co_await owner_and_timeout_combine(m, me, outer);
     co_await inner.async_release(use_awaitable);
     co_await other.async_connect(use_awaitable);  // a try is one look: not_connected while it connects
     auto [busy, none] = co_await other_mutex.async_try_acquire(as_tuple(use_awaitable));
@@ -357,6 +347,7 @@ TEST_CASE("reentrancy by owner; releases report twice and lost") {
     // Another owner with a timeout waits, and is granted in time once the
     // last grant of `me` is released.
     acquire_outcome waiting(io);
+    owner stranger;
     m.async_acquire({.who = stranger, .timeout = 10s}, waiting.handler());
     co_await outer.async_release(use_awaitable);
     REQUIRE(co_await waiting.done.wait(10s));

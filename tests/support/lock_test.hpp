@@ -207,6 +207,23 @@ asio::awaitable<void> deleted_by_operator(session& other, Held& held) {
   CHECK(std::get<0>(outcome) == error::lock_lost);
 }
 
+// acquire_options combine on `m`, which `me` holds (`held`): the owner
+// re-enters at once whatever its timeout; another owner of the session times
+// out in line, and again (its timeout left no hold of its to re-enter).
+template <class Mutex>
+asio::awaitable<void> owner_and_timeout_combine(Mutex& m, const owner& me, const lock& held) {
+  using asio::experimental::as_tuple;
+  auto timed = co_await m.async_acquire({.who = me, .timeout = std::chrono::milliseconds(0)}, asio::use_awaitable);
+  CHECK(timed.fencing_token() == held.fencing_token());
+  co_await timed.async_release(asio::use_awaitable);
+  owner stranger;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto [timed_out, none] = co_await m.async_acquire({.who = stranger, .timeout = std::chrono::milliseconds(50)},
+                                                      as_tuple(asio::use_awaitable));
+    CHECK(timed_out == error::lock_timeout);
+  }
+}
+
 // What a lock object's observer (lock_options::observer) heard, in order:
 // give observer() to the options, then `strand` the lock object's executor
 // once it is made; on_strand stays true while every event came on it.
