@@ -1167,7 +1167,12 @@ TEST_CASE("race_mutex: waiters of one session whose deadlines race their turn le
   CHECK(run_coroutines(io, 1, [&](int) { return s.async_connect(use_awaitable); }, 20s) == 0);
   auto contender = [&](int i) -> awaitable<void> {
     for (int round = 0; round < rounds; ++round) {
-      auto wait = std::chrono::microseconds((i * 131 + round * 977) % 3000);
+      // Deadlines of 0-3 ms race the turns; every fourth round waits long
+      // enough to be granted however slow the machine (under ASan on a
+      // loaded one, no acquire was granted within 3 ms), so grants and
+      // deadlines interleave on any machine. A wedged line times these out.
+      auto wait = round % 4 == 3 ? std::chrono::microseconds(2'000'000)
+                                 : std::chrono::microseconds((i * 131 + round * 977) % 3000);
       auto [ec, held] = co_await m.async_acquire_for(wait, as_tuple(use_awaitable));
       if (ec) continue;
       ++granted;
