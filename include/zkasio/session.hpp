@@ -58,6 +58,19 @@ namespace detail {
 template <class Token, class Optional>
 concept token_not = !std::is_convertible_v<std::decay_t<Token>, Optional>;
 
+// A node's path or data as the operations take it: anything a string_view
+// is made of. An operation keeps its own copy (it may be launched later),
+// so a std::string passed as an rvalue is moved, not copied.
+template <class T>
+concept text = std::is_convertible_v<T, std::string_view>;
+template <class Text>
+std::string owned_text(Text&& t) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<Text>, std::string> && !std::is_lvalue_reference_v<Text>)
+    return std::move(t);
+  else
+    return std::string(std::string_view(t));
+}
+
 // For zkasio's recipes: the session's engine, whose identity and generation
 // tell which ZooKeeper session a node belongs to; and a view of the session,
 // which refers to its engine without keeping it: what outlives the user's
@@ -155,16 +168,16 @@ class session {
   }
 
   // void(error_code, created)
-  template <class Token = default_token>
+  template <detail::text Path = std::string_view, detail::text Data = std::string_view, class Token = default_token>
     requires detail::token_not<Token, create_options>
-  auto async_create(std::string_view path, std::string_view data, Token&& token = {}) {
-    return async_create(path, data, create_options{}, std::forward<Token>(token));
+  auto async_create(Path&& path, Data&& data, Token&& token = {}) {
+    return async_create(std::forward<Path>(path), std::forward<Data>(data), create_options{}, std::forward<Token>(token));
   }
-  template <class Token = default_token>
-  auto async_create(std::string_view path, std::string_view data, create_options options,
+  template <detail::text Path = std::string_view, detail::text Data = std::string_view, class Token = default_token>
+  auto async_create(Path&& path, Data&& data, create_options options,
                     Token&& token = {}) {
     return initiate<created>(detail::write_cancellation,
-                             [path = std::string(path), data = std::string(data), options = std::move(options)](
+                             [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), options = std::move(options)](
                                  core& c, auto done) mutable {
                                c.create(std::move(path), std::move(data), std::move(options), std::move(done));
                              },
@@ -172,58 +185,58 @@ class session {
   }
 
   // void(error_code)
-  template <class Token = default_token>
+  template <detail::text Path = std::string_view, class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
-  auto async_remove(std::string_view path, Token&& token = {}) {
-    return async_remove(path, any_version, std::forward<Token>(token));
+  auto async_remove(Path&& path, Token&& token = {}) {
+    return async_remove(std::forward<Path>(path), any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token>
-  auto async_remove(std::string_view path, std::int32_t version, Token&& token = {}) {
-    return initiate<>(detail::write_cancellation, [path = std::string(path), version](core& c, auto done) mutable {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_remove(Path&& path, std::int32_t version, Token&& token = {}) {
+    return initiate<>(detail::write_cancellation, [path = detail::owned_text(std::forward<Path>(path)), version](core& c, auto done) mutable {
                         c.remove(std::move(path), version, std::move(done));
                       },
                       std::forward<Token>(token));
   }
 
   // The node's stat, or nullopt when it does not exist. void(error_code, optional<stat>)
-  template <class Token = default_token>
-  auto async_exists(std::string_view path, Token&& token = {}) {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_exists(Path&& path, Token&& token = {}) {
     return initiate<std::optional<node_stat>>(detail::read_cancellation,
-                                         [path = std::string(path)](core& c, auto done) mutable {
+                                         [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
                                            c.exists(std::move(path), std::move(done));
                                          },
                                          std::forward<Token>(token));
   }
 
   // void(error_code, node_data)
-  template <class Token = default_token>
-  auto async_get_data(std::string_view path, Token&& token = {}) {
-    return initiate<node_data>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_get_data(Path&& path, Token&& token = {}) {
+    return initiate<node_data>(detail::read_cancellation, [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
                                  c.get_data(std::move(path), std::move(done));
                                },
                                std::forward<Token>(token));
   }
 
   // The node's new stat. void(error_code, stat)
-  template <class Token = default_token>
+  template <detail::text Path = std::string_view, detail::text Data = std::string_view, class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
-  auto async_set_data(std::string_view path, std::string_view data, Token&& token = {}) {
-    return async_set_data(path, data, any_version, std::forward<Token>(token));
+  auto async_set_data(Path&& path, Data&& data, Token&& token = {}) {
+    return async_set_data(std::forward<Path>(path), std::forward<Data>(data), any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token>
-  auto async_set_data(std::string_view path, std::string_view data, std::int32_t version,
+  template <detail::text Path = std::string_view, detail::text Data = std::string_view, class Token = default_token>
+  auto async_set_data(Path&& path, Data&& data, std::int32_t version,
                       Token&& token = {}) {
     return initiate<node_stat>(detail::write_cancellation,
-                          [path = std::string(path), data = std::string(data), version](core& c, auto done) mutable {
+                          [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), version](core& c, auto done) mutable {
                             c.set_data(std::move(path), std::move(data), version, std::move(done));
                           },
                           std::forward<Token>(token));
   }
 
   // void(error_code, children)
-  template <class Token = default_token>
-  auto async_get_children(std::string_view path, Token&& token = {}) {
-    return initiate<children>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_get_children(Path&& path, Token&& token = {}) {
+    return initiate<children>(detail::read_cancellation, [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
                                 c.get_children(std::move(path), std::move(done));
                               },
                               std::forward<Token>(token));
@@ -232,9 +245,9 @@ class session {
   // ZooKeeper's sync: the server this session is connected to catches up
   // with the leader, so that the reads sent after it see every write the
   // leader had committed when it was handled. void(error_code)
-  template <class Token = default_token>
-  auto async_sync(std::string_view path, Token&& token = {}) {
-    return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_sync(Path&& path, Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
                         c.sync(std::move(path), std::move(done));
                       },
                       std::forward<Token>(token));
@@ -253,9 +266,9 @@ class session {
 
   // Completes when the node is deleted; at once if it does not exist.
   // void(error_code)
-  template <class Token = default_token>
-  auto async_wait_deleted(std::string_view path, Token&& token = {}) {
-    return initiate<>(detail::read_cancellation, [path = std::string(path)](core& c, auto done) mutable {
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_wait_deleted(Path&& path, Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
                         c.wait_deleted(std::move(path), std::move(done));
                       },
                       std::forward<Token>(token));
@@ -265,16 +278,16 @@ class session {
   // when its version already differs from `known_version` (any_version: wait
   // for the next change). Fails with no_node when it does not exist and no
   // version was known. void(error_code, event_type)
-  template <class Token = default_token>
+  template <detail::text Path = std::string_view, class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
-  auto async_wait_data_changed(std::string_view path, Token&& token = {}) {
-    return async_wait_data_changed(path, any_version, std::forward<Token>(token));
+  auto async_wait_data_changed(Path&& path, Token&& token = {}) {
+    return async_wait_data_changed(std::forward<Path>(path), any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token>
-  auto async_wait_data_changed(std::string_view path, std::int32_t known_version,
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_wait_data_changed(Path&& path, std::int32_t known_version,
                                Token&& token = {}) {
     return initiate<event_type>(detail::read_cancellation,
-                                [path = std::string(path), known_version](core& c, auto done) mutable {
+                                [path = detail::owned_text(std::forward<Path>(path)), known_version](core& c, auto done) mutable {
                                   c.wait_data_changed(std::move(path), known_version, std::move(done));
                                 },
                                 std::forward<Token>(token));
@@ -282,16 +295,16 @@ class session {
 
   // The same for the node's children (children_changed or deleted), against
   // the node's cversion.
-  template <class Token = default_token>
+  template <detail::text Path = std::string_view, class Token = default_token>
     requires detail::token_not<Token, std::int32_t>
-  auto async_wait_children_changed(std::string_view path, Token&& token = {}) {
-    return async_wait_children_changed(path, any_version, std::forward<Token>(token));
+  auto async_wait_children_changed(Path&& path, Token&& token = {}) {
+    return async_wait_children_changed(std::forward<Path>(path), any_version, std::forward<Token>(token));
   }
-  template <class Token = default_token>
-  auto async_wait_children_changed(std::string_view path, std::int32_t known_cversion,
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_wait_children_changed(Path&& path, std::int32_t known_cversion,
                                    Token&& token = {}) {
     return initiate<event_type>(detail::read_cancellation,
-                                [path = std::string(path), known_cversion](core& c, auto done) mutable {
+                                [path = detail::owned_text(std::forward<Path>(path)), known_cversion](core& c, auto done) mutable {
                                   c.wait_children_changed(std::move(path), known_cversion, std::move(done));
                                 },
                                 std::forward<Token>(token));

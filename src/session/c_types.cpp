@@ -32,9 +32,16 @@ bool lost_in_transit(int rc) {
 }
 
 c_acl::c_acl(const acl& source) {
-  for (const auto& e : source)
-    entries.push_back({e.perms, {const_cast<char*>(e.scheme.c_str()), const_cast<char*>(e.id.c_str())}});
-  vector = {static_cast<std::int32_t>(entries.size()), entries.data()};
+  auto entry = [](const acl_entry& e) {
+    return ACL{e.perms, {const_cast<char*>(e.scheme.c_str()), const_cast<char*>(e.id.c_str())}};
+  };
+  ACL* entries = few_.data();
+  if (source.size() > few_.size()) {
+    more_.resize(source.size());
+    entries = more_.data();
+  }
+  for (std::size_t i = 0; i < source.size(); ++i) entries[i] = entry(source[i]);
+  vector = {static_cast<std::int32_t>(source.size()), entries};
 }
 
 int c_mode(create_mode mode) {

@@ -4,6 +4,7 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <array>
 #include <vector>
 #include <zkasio/operations.hpp>
 
@@ -21,9 +22,14 @@ bool lost_in_transit(int rc);
 
 // ACLs in the C client's shape; the strings stay owned by `source`.
 struct c_acl {
-  std::vector<ACL> entries;
-  ACL_vector vector{};
   explicit c_acl(const acl& source);
+  c_acl(const c_acl&) = delete;  // (`vector` points into it)
+  c_acl& operator=(const c_acl&) = delete;
+  ACL_vector vector{};
+
+ private:
+  std::array<ACL, 2> few_{};  // the usual ACL's entries: no allocation per create
+  std::vector<ACL> more_;     // a longer ACL's
 };
 
 int c_mode(create_mode mode);

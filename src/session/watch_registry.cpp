@@ -12,17 +12,9 @@
 #include "watch_registry.hpp"
 
 #include "c_types.hpp"
-#include "requests.hpp"
 #include "session_impl.hpp"
 
 namespace zkasio::detail {
-
-struct watch_registry::watch_request {
-  session_impl* session;
-  watch_point* point;
-  session_core::clock::time_point submitted = session_core::clock::now();
-  bool through_leader = false;  // a read: see request (requests.hpp)
-};
 
 namespace {
 
@@ -42,9 +34,8 @@ event_type change_of(watch_registry::watch_kind kind) {
 }  // namespace
 
 void watch_registry::add(watch_kind kind, std::string path, watch_waiter waiter) {
-  auto key = std::make_pair(kind, path);
   watch_point* point;
-  if (auto found = index_.find(key); found != index_.end()) {
+  if (auto found = index_.find(std::pair<watch_kind, std::string_view>(kind, path)); found != index_.end()) {
     point = found->second;
   } else {
     auto self = points_.emplace(points_.end());
@@ -53,12 +44,13 @@ void watch_registry::add(watch_kind kind, std::string path, watch_waiter waiter)
     point->self = self;
     point->path = std::move(path);
     point->kind = kind;
-    index_.emplace(std::move(key), point);
+    index_.emplace(std::pair<watch_kind, std::string_view>(kind, point->path), point);
   }
   auto it = point->waiters.insert(point->waiters.end(), std::move(waiter));
-  auto withdraw = [this, point, it] {
+  // (Two words, held inside the std::function: no allocation of its own.)
+  auto withdraw = [point, it] {
     point->waiters.erase(it);
-    withdraw_if_idle(point);
+    point->owner->withdraw_if_idle(point);
   };
   if (it->deleted) it->deleted->on_cancel = withdraw;
   else it->changed->on_cancel = withdraw;
@@ -77,7 +69,6 @@ void watch_registry::add(watch_kind kind, std::string path, watch_waiter waiter)
 
 void watch_registry::arm(watch_point* point) {
   point->arming = true;
-  auto r = std::make_unique<watch_request>(watch_request{&session_, point});
   c_client_scope scope(&session_.options());
   auto* zh = session_.handle();
   int rc;
@@ -85,18 +76,18 @@ void watch_registry::arm(watch_point* point) {
     rc = zoo_awget(
         zh, point->path.c_str(), &watch_registry::node_watcher, point,
         [](int rc, const char*, int, const Stat* st, const void* context) {
-          auto r = take_back<watch_request>(context, rc);
-          r->point->owner->on_reply(r->point, rc, st);
+          auto* point = point_of(context);
+          point->owner->on_reply(point, rc, st);
         },
-        r.get());
+        point);
   } else {
     rc = zoo_awget_children2(
         zh, point->path.c_str(), &watch_registry::node_watcher, point,
         [](int rc, const String_vector*, const Stat* st, const void* context) {
-          auto r = take_back<watch_request>(context, rc);
-          r->point->owner->on_reply(r->point, rc, st);
+          auto* point = point_of(context);
+          point->owner->on_reply(point, rc, st);
         },
-        r.get());
+        point);
   }
   if (rc != ZOK) {
     // The caller withdraws the point if that left it idle.
@@ -104,7 +95,6 @@ void watch_registry::arm(watch_point* point) {
     settle(point, session_.translate(rc), std::nullopt);
     return;
   }
-  r.release();
   session_.after_submit();
 }
 
@@ -165,23 +155,21 @@ void watch_registry::withdraw_if_idle(watch_point* point) {
   point->waiters.remove_if([](const watch_waiter& w) { return w.done(); });
   if (!point->waiters.empty() || point->arming || point->removing) return;
   if (point->indexed) {
-    index_.erase({point->kind, point->path});
+    index_.erase(std::pair<watch_kind, std::string_view>(point->kind, point->path));
     point->indexed = false;
   }
   if (auto* zh = session_.handle(); point->registered && zh) {
     point->removing = true;
-    auto r = std::make_unique<watch_request>(watch_request{&session_, point});
     c_client_scope scope(&session_.options());
     void_completion_t removed = [](int rc, const void* context) {
-      auto r = take_back<watch_request>(context, rc);
-      r->point->owner->on_removed(r->point, rc);
+      auto* point = point_of(context);
+      point->owner->on_removed(point, rc);
     };
     // The 3.8 header declares a pointer to the completion, but the client uses
     // the pointer as the completion itself.
     int rc = zoo_aremove_all_watches(zh, point->path.c_str(), c_watch_type(point->kind), 0,
-                                     reinterpret_cast<void_completion_t*>(removed), r.get());
+                                     reinterpret_cast<void_completion_t*>(removed), point);
     if (rc == ZOK) {
-      r.release();
       session_.after_submit();
       return;
     }

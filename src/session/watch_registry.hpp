@@ -58,7 +58,11 @@ class watch_registry {
     bool removing = false;    // a remove-watches request is in flight
     node_stat last;           // the node as of the last arming reply
   };
-  struct watch_request;
+  // A request's context is its point: a point has at most one request in
+  // flight (arming, or removing) and lives until its reply (free_if_unused).
+  static watch_point* point_of(const void* context) {
+    return static_cast<watch_point*>(const_cast<void*>(context));
+  }
 
   void arm(watch_point* point);
   void settle(watch_point* point, error_code ec, std::optional<event_type> event);
@@ -72,7 +76,8 @@ class watch_registry {
 
   session_impl& session_;
   std::list<watch_point> points_;
-  std::map<std::pair<watch_kind, std::string>, watch_point*> index_;
+  // Keyed by a view of the point's own path (a list node: it stays put).
+  std::map<std::pair<watch_kind, std::string_view>, watch_point*> index_;
 };
 
 }  // namespace zkasio::detail

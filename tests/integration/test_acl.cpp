@@ -197,3 +197,20 @@ TEST_CASE_FIXTURE(proxied_server, "the session after an expiry has its identity 
     co_await held.async_release(use_awaitable);
   }(), 30s);
 }
+
+TEST_CASE_FIXTURE(identities, "an ACL of three entries reaches the server whole (more than a create sends without an allocation)") {
+  // Each entry gives something: the first lets anyone read, the second the
+  // creator do anything, the third (by address) a session without
+  // authentication write. Without the third, that write would be refused;
+  // no entry lets it create a child.
+  auto node = unique_path("acl-three");
+  const acl three{{perm::read, "world", "anyone"}, {perm::all, "auth", ""}, {perm::write, "ip", "127.0.0.1"}};
+  run(io, [&]() -> awaitable<void> {
+    co_await authenticate();
+    co_await alice.async_create(node, "", create_options(create_mode::persistent, three), use_awaitable);
+    CHECK_FALSE(std::get<0>(co_await nobody.async_get_data(node, as_tuple(use_awaitable))));
+    CHECK_FALSE(std::get<0>(co_await nobody.async_set_data(node, "by address", as_tuple(use_awaitable))));
+    CHECK(co_await error_of([&](auto t) { return nobody.async_create(node + "/child", "", t); }) == zk_error::no_auth);
+    co_await alice.async_remove(node, use_awaitable);
+  }());
+}
