@@ -88,8 +88,9 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
                        if (ec) return;
                        auto name = std::string_view(made.path).substr(m->path.size() + 1);
                        reply->stat = made.stat;
-                       if (auto node = parse_lock_node(name)) {
-                         reply->node = std::move(*node);
+                       if (auto key = parse_lock_node_key(name)) {
+                         made.path.erase(0, m->path.size() + 1);  // (the name, in the path's storage)
+                         reply->node = {std::move(made.path), key->kind, key->sequence};
                          if (!reply->abandoned) m->known->add(reply->node, owner, beside);
                        } else {  // the server named it as no server does: delete it by name
                          reply->node.name = std::string(name);
@@ -151,7 +152,8 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
   }
   // The attempt as the engine's other parts take it (the hold it becomes,
   // or its removal), written into `a`.
-  void write_into(attempt& a) const {
+  void write_into(attempt& a) const { write_into(a, fsm_->node()); }
+  void write_into(attempt& a, lock_node node) const {
     const auto& who = fsm_->who();
     a.kind = who.kind;
     a.uuid = who.uuid;
@@ -159,17 +161,19 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     a.generation = fsm_->generation();
     a.submitted = fsm_->submitted();
     a.gone = fsm_->node_gone();
-    a.node = fsm_->node();
+    a.node = std::move(node);
     a.stat = fsm_->stat();
     a.reply = reply_;
   }
-  attempt take_attempt() const {
+  // The attempt, over (granted, failed or stopped): its node moves out of
+  // the state machine, which is read no more.
+  attempt take_attempt() {
     attempt a;
-    write_into(a);
+    write_into(a, fsm_->take_node());
     return a;
   }
   // A failed or stopped attempt's node goes, in the background.
-  std::vector<background<error_code>> discard_attempt() const { return discard(m_, {take_attempt()}); }
+  std::vector<background<error_code>> discard_attempt() { return discard(m_, {take_attempt()}); }
   // The attempt ended: granted (no error; write_into says its node), or failed.
   virtual void ended(error_code ec) = 0;
   // What its node holds.
@@ -262,8 +266,9 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     auto created = reply_ = send_create(m_, *fsm_, node_data());
     sent_create();
     listen(next_listing(m_), [created](error_code ec, std::shared_ptr<const queue_view> view) -> fair_acquire::event {
+      // (The node is the state machine's from now on: moved, not copied.)
       return fair_acquire::created_and_listed{
-          created->done, created->ec, created->node, created->stat, ec, std::move(view)};
+          created->done, created->ec, std::move(created->node), created->stat, ec, std::move(view)};
     });
   }
 
@@ -382,7 +387,7 @@ class acquire_op final : public Attempts {
     if (std::holds_alternative<af::granted>(next)) {
       auto a = this->take_attempt();
       a.downgrade_token = downgrade_token_;
-      auto held = granted(this->m_, a, request_.who);
+      auto held = granted(this->m_, std::move(a), request_.who);
       lead_.hand_to(held);
       lead_ = {};  // (not given to a hold that may be lost already: it goes on)
       return complete({}, std::move(held));

@@ -226,7 +226,8 @@ struct engine_state {
     if (name.empty()) return path;
     std::string node;  // (one allocation: this is on every request's way)
     node.reserve(path.size() + 1 + name.size());
-    return node.append(path).append(1, '/').append(name);
+    node.append(path).append(1, '/').append(name);
+    return node;  // (not append's reference: that would be copied)
   }
   session_ref session_in(std::uint64_t generation) const {
     return {core, generation};

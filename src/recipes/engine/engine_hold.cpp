@@ -263,6 +263,7 @@ void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
+  // (The completion keeps h, and so the name delete_node views.)
   asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->czxid),
                  [h, was_lost, done = std::move(done)](std::exception_ptr e, error_code ec) {
                    if (e) ec = code_of(e);
@@ -276,11 +277,11 @@ void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
 
 // The attempt's node, held from now on: monitored, released by its grants.
 // A race attempt's turn goes to the hold (released once its node is deleted).
-lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who) {
+lock granted(const std::shared_ptr<engine_state>& m, attempt&& a, std::optional<owner> who) {
   auto h = std::make_shared<hold>();
   h->engine = m;
-  h->name = a.node.name;
-  h->node = m->full(a.node.name);
+  h->name = std::move(a.node.name);
+  h->node = m->full(h->name);
   h->kind = a.kind;
   h->czxid = a.stat.czxid;
   h->token = a.downgrade_of ? a.downgrade_token : a.stat.czxid;
@@ -349,7 +350,7 @@ struct hold_checked_node {
     a.stat = node.stat;
     a.turn = std::move(node.turn);
     report(m->options, m->path, lock_event::kind::granted, m->path, {});
-    return granted(m, a, std::nullopt);
+    return granted(m, std::move(a), std::nullopt);
   }
 };
 

@@ -30,6 +30,7 @@ lock grant_of(const std::shared_ptr<hold>& h);
 // (if any) completes once that is done.
 void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done);
 // The attempt's node, held from now on: monitored, released by its grants.
-lock granted(const std::shared_ptr<engine_state>& m, attempt& a, std::optional<owner> who);
+// The attempt is the hold's now (its node's name and its turn move into it).
+lock granted(const std::shared_ptr<engine_state>& m, attempt&& a, std::optional<owner> who);
 
 }  // namespace zkasio::detail

@@ -67,7 +67,7 @@ class lease_op final : public machine_run<lease_op> {
     using la = lease_acquire;
     if (std::holds_alternative<la::granted>(next)) {
       std::vector<lock> held;
-      for (auto& a : mine_) held.push_back(granted(m_, a, std::nullopt));
+      for (auto& a : std::exchange(mine_, {})) held.push_back(granted(m_, std::move(a), std::nullopt));
       mutex_ = {};  // (released in the background)
       return complete({}, std::move(held));
     }

@@ -19,7 +19,7 @@ void send_next_listing(const std::shared_ptr<engine_state>& m) {
   m->listing_in_flight = true;
   m->s.async_get_children(m->path, asio::bind_executor(m->strand, [m, round](error_code ec, children kids) {
     round->ec = ec;
-    if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(kids.names, m->family)));
+    if (!ec) round->view = std::make_shared<const queue_view>(m->known->view(lock_queue(std::move(kids.names), m->family)));
     round->ready.set();
     m->listing_in_flight = false;
     send_next_listing(m);
@@ -79,7 +79,7 @@ awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec
 // creates in turn: it is deleted only while it is still this session's and,
 // when `czxid` is known, the same incarnation. (Only an operator's delete and
 // another session's create between that check and the delete escape it.)
-awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string name,
+awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name,
                                        std::int64_t owner_id, std::int64_t czxid) {
   auto& s = m->s;
   for (bool retry = false;; retry = true) {

@@ -19,7 +19,9 @@ awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec
 // Deletes `name`, a node of the ephemeral owner `owner_id` (the race
 // recipes' node when empty, and then only the incarnation `czxid` if known),
 // retried while that session lives; lock_lost when it was gone already.
-awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string name, std::int64_t owner_id,
+// `name` is viewed, not copied: its owner (the hold, the attempt in the
+// caller's frame, or a literal) outlives the deletion.
+awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name, std::int64_t owner_id,
                                        std::int64_t czxid = 0);
 attempt fresh_attempt(const engine_state& m, const acquire_request& request);
 // The node of its own owner that does not block an attempt (a downgrade's).

@@ -60,7 +60,7 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
       return std::visit(overloaded{[&](const connected& c) { return c.ec ? failed(c.ec) : create(world); }, broken},
                         e);
     case stage::creating:
-      return std::visit(overloaded{[&](const created_and_listed& c) { return on_created(c, world); }, broken}, e);
+      return std::visit(overloaded{[&](created_and_listed& c) { return on_created(std::move(c), world); }, broken}, e);
     case stage::parents:
       return std::visit(overloaded{[&](const parents_made& p) -> action {
                                      if (!p.ec) return create(world);
@@ -190,11 +190,11 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
   return failed(code(error::internal_error));
 }
 
-fair_acquire::action fair_acquire::on_created(const created_and_listed& e, acquire_world& world) {
+fair_acquire::action fair_acquire::on_created(created_and_listed&& e, acquire_world& world) {
   // (Cancelled, or the listing refused at once: the runner deletes by uuid.
   // A listing answered before the create: the order relied on broke.)
   if (!e.replied) return failed(e.list_ec ? e.list_ec : code(error::internal_error));
-  node_ = e.node;
+  node_ = std::move(e.node);
   stat_ = e.stat;
   if (!e.create_ec) {
     if (c_.create_only) {

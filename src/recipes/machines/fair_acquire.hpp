@@ -169,6 +169,7 @@ class fair_acquire {
   const contender& who() const noexcept { return c_; }
   // What is known of its node: set by the create's reply (or found by uuid).
   const lock_node& node() const noexcept { return node_; }
+  lock_node take_node() noexcept { return std::move(node_); }  // (its runner's, once it is over)
   const std::string& predecessor() const noexcept { return predecessor_; }  // the node waited for
   const node_stat& stat() const noexcept { return stat_; }
   std::uint64_t generation() const noexcept { return generation_; }
@@ -201,7 +202,7 @@ class fair_acquire {
   };
 
   action create(acquire_world& world);
-  action on_created(const created_and_listed& e, acquire_world& world);
+  action on_created(created_and_listed&& e, acquire_world& world);
   action decide_on(error_code ec, std::shared_ptr<const queue_view> view, acquire_world& world);
   action wait_for(std::string predecessor, acquire_world& world);
   action on_gone(error_code ec, acquire_world& world);

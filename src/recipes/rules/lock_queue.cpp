@@ -53,7 +53,7 @@ std::optional<sequence_number> parse_sequence(std::string_view s) {
   return static_cast<sequence_number>(static_cast<std::int32_t>(value));
 }
 
-std::string make_uuid() {
+uuid_text make_uuid() {
   thread_local std::mt19937_64 random{std::random_device{}()};
   thread_local unsigned seeded_after = forks.load(std::memory_order_relaxed);
   if (auto now = forks.load(std::memory_order_relaxed); now != seeded_after) {
@@ -68,7 +68,7 @@ std::string make_uuid() {
                 static_cast<unsigned>(high >> 32), static_cast<unsigned>((high >> 16) & 0xffff),
                 static_cast<unsigned>(high & 0xffff), static_cast<unsigned>(low >> 48),
                 static_cast<unsigned long long>(low & 0xffffffffffffull));
-  return text;
+  return std::string_view(text, uuid_length);
 }
 
 std::string_view lock_name(node_kind kind) noexcept {
@@ -83,7 +83,11 @@ std::string_view lock_name(node_kind kind) noexcept {
 }
 
 std::string lock_node_prefix(std::string_view uuid, node_kind kind) {
-  return std::string(protected_prefix) + std::string(uuid) + "-" + std::string(lock_name(kind));
+  std::string prefix;  // (one allocation: one per attempt)
+  auto name = lock_name(kind);
+  prefix.reserve(protected_prefix.size() + uuid.size() + 1 + name.size());
+  prefix.append(protected_prefix).append(uuid).append(1, '-').append(name);
+  return prefix;  // (not append's reference: that would be copied)
 }
 
 std::string_view lock_node::uuid() const noexcept {

@@ -45,10 +45,6 @@ struct lock_node {
   std::string_view uuid() const noexcept;
 };
 
-// A random (version 4) UUID in canonical text form; never the same in a
-// forked child as in its parent.
-std::string make_uuid();
-
 // A contender's uuid as text, held inline: every waiting contender keeps
 // one, and a string of 36 characters would be one more allocation each.
 class uuid_text {
@@ -69,6 +65,10 @@ class uuid_text {
   std::array<char, length> chars_{};
   std::uint8_t size_ = 0;
 };
+
+// A random (version 4) UUID in canonical text form; never the same in a
+// forked child as in its parent.
+uuid_text make_uuid();
 
 // What a contender passes to a sequential create: "_c_<uuid>-<lock name>".
 std::string lock_node_prefix(std::string_view uuid, node_kind kind = node_kind::lock);

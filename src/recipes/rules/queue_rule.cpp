@@ -8,13 +8,14 @@ namespace {
 
 // Where a queue starts: after the widest gap between the sequences present,
 // going round the counter (sorted by raw value, the wrap gap is last to first).
-sequence_number queue_origin(const std::vector<sequence_number>& sorted) {
+// `sorted`: by raw sequence. The index of the queue's first node.
+std::size_t queue_origin(const std::vector<lock_node>& sorted) {
   if (sorted.empty()) return 0;
-  sequence_number origin = sorted.front();
-  std::uint32_t widest = static_cast<std::uint32_t>(sorted.front() - sorted.back());
+  std::size_t origin = 0;
+  std::uint32_t widest = static_cast<std::uint32_t>(sorted.front().sequence - sorted.back().sequence);
   for (std::size_t i = 1; i < sorted.size(); ++i) {
-    auto gap = static_cast<std::uint32_t>(sorted[i] - sorted[i - 1]);
-    if (gap > widest) widest = gap, origin = sorted[i];
+    auto gap = static_cast<std::uint32_t>(sorted[i].sequence - sorted[i - 1].sequence);
+    if (gap > widest) widest = gap, origin = i;
   }
   return origin;
 }
@@ -30,17 +31,17 @@ struct queue_order {
 
 }  // namespace
 
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children, queue_family family) {
+std::vector<lock_node> lock_queue(std::vector<std::string> children, queue_family family) {
   std::vector<lock_node> queue;
-  std::vector<sequence_number> sequences;
+  queue.reserve(children.size());
   const auto& rule = queue_rule::of(family);
-  for (const auto& child : children)
-    if (auto node = parse_lock_node(child); node && rule.in_queue(node->kind)) {
-      sequences.push_back(node->sequence);
-      queue.push_back(std::move(*node));
-    }
-  std::sort(sequences.begin(), sequences.end());
-  std::sort(queue.begin(), queue.end(), queue_order{queue_origin(sequences)});
+  for (auto& child : children)
+    if (auto key = parse_lock_node_key(child); key && rule.in_queue(key->kind))
+      queue.push_back({.name = std::move(child), .kind = key->kind, .sequence = key->sequence});
+  // Sorted by raw sequence, the queue's order is a rotation of it: the nodes
+  // from the origin on, then those the counter wrapped to.
+  std::sort(queue.begin(), queue.end(), queue_order{0});
+  std::rotate(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(queue_origin(queue)), queue.end());
   return queue;
 }
 

@@ -25,8 +25,9 @@ namespace zkasio::detail {
 // The nodes of `family`'s queue among `children` in the order the server's counter
 // made them (by sequence number, circularly from the widest gap between two
 // of them, never by whole name); other children are ignored. A total order
-// for any listing, so any garbage sorts safely.
-std::vector<lock_node> lock_queue(const std::vector<std::string>& children,
+// for any listing, so any garbage sorts safely. The nodes take their names
+// from `children` (moved, not copied).
+std::vector<lock_node> lock_queue(std::vector<std::string> children,
                                   queue_family family = queue_family::mutex);
 // Where `node` is in `queue` (from lock_queue), or nullopt.
 std::optional<std::size_t> position_in(const std::vector<lock_node>& queue, const lock_node& node);
