@@ -67,8 +67,10 @@ template <class Text>
 std::string owned_text(Text&& t) {
   if constexpr (std::is_same_v<std::remove_cvref_t<Text>, std::string> && !std::is_lvalue_reference_v<Text>)
     return std::move(t);
-  else
-    return std::string(std::string_view(t));
+  else {
+    std::string_view view = t;  // (the implicit conversion the concept checks)
+    return std::string(view);
+  }
 }
 
 // For zkasio's recipes: the session's engine, whose identity and generation

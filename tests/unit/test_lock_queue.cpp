@@ -135,6 +135,48 @@ TEST_CASE("the queue follows the server's counter across its wraps") {
   CHECK_FALSE(sequence_before(5u, 5u));
 }
 
+TEST_CASE("the queue's order is: from the sequence after the widest gap, round the counter, then by name") {
+  // The rule spelled out the plain way (a second sort by the key from that
+  // origin), against lock_queue's one sort and rotation, on random listings
+  // with repeated sequences, equal widest gaps and the counter's wrap.
+  auto by_the_rule = [](std::vector<std::string> names) {
+    std::vector<lock_node> nodes;
+    for (auto& name : names) nodes.push_back(parsed(name));
+    std::vector<sequence_number> sorted;
+    for (auto& n : nodes) sorted.push_back(n.sequence);
+    std::sort(sorted.begin(), sorted.end());
+    sequence_number origin = sorted.front();
+    auto widest = static_cast<std::uint32_t>(sorted.front() - sorted.back());
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+      if (auto gap = static_cast<std::uint32_t>(sorted[i] - sorted[i - 1]); gap > widest) widest = gap, origin = sorted[i];
+    std::sort(nodes.begin(), nodes.end(), [origin](const lock_node& a, const lock_node& b) {
+      auto ka = static_cast<std::uint32_t>(a.sequence - origin), kb = static_cast<std::uint32_t>(b.sequence - origin);
+      return ka != kb ? ka < kb : a.name < b.name;
+    });
+    std::vector<std::string> order;
+    for (auto& n : nodes) order.push_back(n.name);
+    return order;
+  };
+  std::mt19937 random(5);
+  const std::string uuids[] = {uuid_a, uuid_b, uuid_c};
+  for (int round = 0; round < 2000; ++round) {
+    // Sequences from a few bases (near 0, near 2^31, near 2^32), a few apart,
+    // so that duplicates and equal gaps are common.
+    const std::uint32_t bases[] = {0u, 0x7ffffffdu, 0xfffffffdu, 1000u};
+    std::vector<std::string> names;
+    int count = 1 + static_cast<int>(random() % 7);
+    for (int i = 0; i < count; ++i) {
+      auto sequence = bases[random() % 4] + static_cast<std::uint32_t>(random() % 5);
+      names.push_back(node_at(uuids[random() % 3], static_cast<std::int32_t>(sequence)));
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::shuffle(names.begin(), names.end(), random);
+    CAPTURE(round);
+    CHECK(names_of(lock_queue(names)) == by_the_rule(names));
+  }
+}
+
 TEST_CASE("any listing sorts without harm: garbage is ignored, valid names keep the counter's order") {
   std::mt19937 random(11);
   auto garbage = [&] {
