@@ -1,49 +1,57 @@
-# The README's C++ blocks, so that the README cannot rot: included by
-# tests/CMakeLists.txt at configure time (again whenever README.md changes).
-# Every block is compiled; a complete program (one with a main) is built as
-# readme_program_<N> and run against a real server by test_readme, with its
-# "127.0.0.1:2181" replaced by readme_hosts() (readme_prelude.hpp). Other
-# blocks are fragments: compiled in a namespace of their own, their
-# #include lines first, with the helpers they mention declared by the prelude.
-set(readme_file ${PROJECT_SOURCE_DIR}/README.md)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${readme_file})
-file(READ ${readme_file} rest)
+# The C++ blocks of README.md and of every page under docs/, so that the
+# documentation cannot rot: included by tests/CMakeLists.txt at configure time
+# (again whenever a page changes or one is added). Every block is compiled; a
+# complete program (one with a main) is built as readme_program_<N> and run
+# against a real server by test_readme, with its "127.0.0.1:2181" replaced by
+# readme_hosts() (readme_prelude.hpp). Other blocks are fragments: compiled in
+# a namespace of their own, their #include lines first, with the helpers they
+# mention declared by the prelude. The generated files name their page, so a
+# compiler error says which page's block broke.
+file(GLOB_RECURSE doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+list(SORT doc_pages)
+set(readme_pages ${PROJECT_SOURCE_DIR}/README.md ${doc_pages})
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${readme_pages})
 set(readme_dir ${CMAKE_CURRENT_BINARY_DIR}/readme)
 file(REMOVE_RECURSE ${readme_dir})
 set(fence "```")
 set(block 0)
 set(readme_fragments)
 set(readme_programs)
-while(TRUE)
-  string(FIND "${rest}" "${fence}cpp\n" start)
-  if(start EQUAL -1)
-    break()
-  endif()
-  math(EXPR start "${start} + 7")
-  string(SUBSTRING "${rest}" ${start} -1 rest)
-  string(FIND "${rest}" "\n${fence}" end)
-  if(end EQUAL -1)
-    message(FATAL_ERROR "README.md: a cpp block does not end")
-  endif()
-  string(SUBSTRING "${rest}" 0 ${end} code)
-  string(SUBSTRING "${rest}" ${end} -1 rest)
-  math(EXPR block "${block} + 1")
-  if(code MATCHES "int main\\(")
-    string(REPLACE "\"127.0.0.1:2181\"" "readme_hosts()" code "${code}")
-    file(WRITE ${readme_dir}/program_${block}.cpp "#include \"readme_prelude.hpp\"\n${code}\n")
-    list(APPEND readme_programs ${block})
-  else()
-    # #include lines go before the namespace.
-    string(REGEX MATCHALL "#include [^\n]*" includes "${code}")
-    string(REGEX REPLACE "#include [^\n]*" "" body "${code}")
-    list(JOIN includes "\n" includes)
-    file(WRITE ${readme_dir}/fragment_${block}.cpp
-         "#include \"readme_prelude.hpp\"\n${includes}\nnamespace readme_block_${block} {\n${body}\n}\n")
-    list(APPEND readme_fragments ${readme_dir}/fragment_${block}.cpp)
-  endif()
-endwhile()
+foreach(page ${readme_pages})
+  file(RELATIVE_PATH page_name ${PROJECT_SOURCE_DIR} ${page})
+  file(READ ${page} rest)
+  while(TRUE)
+    string(FIND "${rest}" "${fence}cpp\n" start)
+    if(start EQUAL -1)
+      break()
+    endif()
+    math(EXPR start "${start} + 7")
+    string(SUBSTRING "${rest}" ${start} -1 rest)
+    string(FIND "${rest}" "\n${fence}" end)
+    if(end EQUAL -1)
+      message(FATAL_ERROR "${page_name}: a cpp block does not end")
+    endif()
+    string(SUBSTRING "${rest}" 0 ${end} code)
+    string(SUBSTRING "${rest}" ${end} -1 rest)
+    math(EXPR block "${block} + 1")
+    set(origin "// ${page_name}, C++ block ${block}\n")
+    if(code MATCHES "int main\\(")
+      string(REPLACE "\"127.0.0.1:2181\"" "readme_hosts()" code "${code}")
+      file(WRITE ${readme_dir}/program_${block}.cpp "${origin}#include \"readme_prelude.hpp\"\n${code}\n")
+      list(APPEND readme_programs ${block})
+    else()
+      # #include lines go before the namespace.
+      string(REGEX MATCHALL "#include [^\n]*" includes "${code}")
+      string(REGEX REPLACE "#include [^\n]*" "" body "${code}")
+      list(JOIN includes "\n" includes)
+      file(WRITE ${readme_dir}/fragment_${block}.cpp
+           "${origin}#include \"readme_prelude.hpp\"\n${includes}\nnamespace readme_block_${block} {\n${body}\n}\n")
+      list(APPEND readme_fragments ${readme_dir}/fragment_${block}.cpp)
+    endif()
+  endwhile()
+endforeach()
 if(block EQUAL 0)
-  message(FATAL_ERROR "README.md: no cpp block found")
+  message(FATAL_ERROR "README.md and docs/: no cpp block found")
 endif()
 
 add_library(readme_fragments OBJECT ${readme_fragments})

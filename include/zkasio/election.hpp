@@ -1,4 +1,5 @@
-// zkasio::election: leader election, in seed 003's two ways.
+// zkasio::election: leader election, in two ways: the fair queue (as
+// Curator's LeaderLatch) and the race for one node (as the non-fair lock).
 //
 // Fair mode (the default): every candidate creates an EPHEMERAL_SEQUENTIAL
 // node under the election path, named as Apache Curator's LeaderLatch names

@@ -1,4 +1,4 @@
-// zkasio::race_mutex: seed 003's non-fair lock. Whoever creates the one
+// zkasio::race_mutex: the non-fair lock. Whoever creates the one
 // EPHEMERAL node at the lock path first holds the lock; every other
 // contender watches that node and, when it is deleted, all of them race to
 // create it again.

@@ -285,7 +285,7 @@ TEST_CASE_FIXTURE(proxied_server, "a grant costs a few round trips, however many
   }());
 }
 
-TEST_CASE_FIXTURE(proxied_server, "try_acquire cancelled while its delete waits for a connection: the node still goes") {
+TEST_CASE_FIXTURE(proxied_server, "try_acquire cancelled while its delete waits for a connection: the node still goes (kazoo #732)") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 10s));
   mutex m_holder(holder, "/try"), m(s, "/try");
@@ -939,7 +939,7 @@ TEST_CASE_FIXTURE(holder_and_proxied_waiter, "two acquires share a listing; one 
   }(), 30s);
 }
 
-TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again") {
+TEST_CASE_FIXTURE(proxied_server, "a create whose reply was lost, then its session expired: the acquire fails, nothing is created again (CURATOR-604)") {
   session holder(io, test_options(servers.hosts(), 10s));
   session s(io, test_options(proxy.address(), 1s));
   mutex m_holder(holder, "/lost-create"), m(s, "/lost-create");

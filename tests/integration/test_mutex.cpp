@@ -179,7 +179,7 @@ TEST_CASE("mutual exclusion: 200 coroutines over 8 sessions") {
   run(io, [&]() -> awaitable<void> { CHECK((co_await lock_nodes(mutexes.first_session(), mutexes.path)).empty()); }());
 }
 
-TEST_CASE("grants follow the order of the nodes; each of 50 waiters watches only its predecessor") {
+TEST_CASE("grants follow the order of the nodes; each of 50 waiters watches only its predecessor (CURATOR-716)") {
   constexpr int waiters = 50;
   asio::io_context io;
   auto path = unique_path("mutex-fifo");
@@ -264,7 +264,7 @@ TEST_CASE("many waiters over two sessions, one leaving from the middle: grants s
   }());
 }
 
-TEST_CASE("cancellation and timeouts at every stage leave no node behind") {
+TEST_CASE("cancellation and timeouts at every stage leave no node behind (CURATOR-79)") {
   asio::io_context io;
   session holder_session(io, test_options(shared_hosts()));
   session s(io, test_options(shared_hosts()));
@@ -705,7 +705,7 @@ TEST_CASE("acquire before the session has connected waits for the connection") {
   run(io, l.async_release(use_awaitable));
 }
 
-TEST_CASE("a lost create reply: the node is found by its uuid, no duplicate, no deadlock") {
+TEST_CASE("a lost create reply: the node is found by its uuid, no duplicate, no deadlock (CURATOR-498)") {
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));
   asio::io_context io;
@@ -726,7 +726,7 @@ TEST_CASE("a lost create reply: the node is found by its uuid, no duplicate, no 
   }());
 }
 
-TEST_CASE("session expiry while holding: the lost signal fires; waiters fail with session_expired") {
+TEST_CASE("session expiry while holding: the lost signal fires; waiters fail with session_expired (CURATOR-206)") {
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));
   asio::io_context io;

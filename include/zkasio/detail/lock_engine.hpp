@@ -78,7 +78,7 @@ inline acquire_request request_of(node_kind kind, const acquire_options& options
 // (src/recipes/engine/acquire_runner.cpp): the fair recipes' fair_acquire,
 // and the race recipes' race_acquire (race_mutex, election's race mode: one
 // EPHEMERAL node at the engine's path, created by whoever is first; the
-// others wait for its deletion and race again, seed 003's non-fair lock;
+// others wait for its deletion and race again: the non-fair lock;
 // within a session, contenders take turns in the process, local_turns.hpp;
 // `kind` is ignored).
 void start_acquire(const std::shared_ptr<engine_state>& engine, acquire_request request, completion_ptr<lock> done);
