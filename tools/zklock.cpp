@@ -395,7 +395,8 @@ class runner {
                                                                           : o_.session_timeout;
     say("connected, session timeout " + std::to_string(timeout_.count()) + " ms");
     // The command must be gone before the server can expire the session: the
-    // lost signal fires a third of the timeout early, SIGKILL follows halfway.
+    // lost signal fires a third of the timeout early (SIGTERM), SIGKILL
+    // follows a sixth of the timeout later (kill_at, below).
     // A waiter whose session expires queues again in the next session: it
     // held nothing, so nothing is lost but its place in line.
     const zkasio::lock_options lock_options{

@@ -15,8 +15,12 @@
 // Curator client asking for several beside such an acquirer can deadlock
 // with it, as two Curator clients can.) If the mutex may be lost while its
 // holder waits for room (its session, or an operator deleting its node),
-// that acquire fails with lock_lost instead of waiting beside another. The
-// maximum is each client's own, as in Curator: give every client the same.
+// that acquire never waits beside another: its lease nodes are deleted and
+// it queues again for the mutex, within its deadline (it held no lease, so
+// nothing is lost). After an expiry it is a waiter whose session expired
+// (session_expired, or queued again with requeue_on_expiry); a try fails
+// with lock_lost. The maximum is each client's own, as in Curator: give
+// every client the same.
 //
 // A lease is a zkasio::lock (lock.hpp): its lost signal fires when its node
 // or session may be gone, async_release deletes its node (guaranteed), its

@@ -7,8 +7,9 @@
 // executor when they have none).
 //
 // Cancellation (bind_cancellation_slot, `op || timer`, co_spawn): every
-// operation honours terminal and partial cancellation, reads and watches also
-// total, by completing at once with asio::error::operation_aborted. A request
+// operation honours terminal and partial cancellation, reads, watches,
+// connect and wait_state_change also total, by completing at once with
+// asio::error::operation_aborted. A request
 // already sent cannot be called back: a cancelled write may still be applied
 // by the server (a cancelled create may have created the node, a cancelled
 // remove may have removed it, a cancelled multi may have been applied whole);
@@ -126,11 +127,14 @@ class session {
     return observe([](const core& c) { return c.generation(); }, std::uint64_t{0});
   }
   // Why the session ended for good when a failure ended it, naming what
-  // failed: no host of the connect string resolved (error::unresolvable_host),
-  // or a server answered as no ZooKeeper server does (error::not_zookeeper:
-  // "127.0.0.1:8080 answered the handshake with a negotiated timeout of
-  // 540291120 ms: not a ZooKeeper server's client port?"). Empty otherwise.
-  // Its operations then fail with that error; state() is closed.
+  // failed: the C client refused the connect string as malformed
+  // (zk_error::bad_arguments, a caller_fault), no host of the connect string
+  // resolved (error::unresolvable_host), or a server answered as no
+  // ZooKeeper server does (error::not_zookeeper: "127.0.0.1:8080 answered
+  // the handshake as no ZooKeeper server does (negotiated session timeout
+  // 540291120 ms, session id ...): is it a ZooKeeper server's client
+  // port?"). Empty otherwise. Its operations then fail with that error;
+  // state() is closed.
   std::string failure() const {
     return observe([](const core& c) { return c.failure(); }, std::string());
   }
