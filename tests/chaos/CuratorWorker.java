@@ -127,7 +127,7 @@ public class CuratorWorker {
             latch.close();
             return null;
           }
-          return held(czxid(latch.getOurPath()), latch::close);
+          return heldOr(() -> czxid(latch.getOurPath()), latch::close);
         };
       default: {
         InterProcessMutex mutex = new InterProcessMutex(client, p);
@@ -135,8 +135,10 @@ public class CuratorWorker {
           if (!mutex.acquire(waitMs, TimeUnit.MILLISECONDS)) return null;
           // The holder's node is the first of the queue: its own, if its
           // session's (else the token is not known: 0).
-          String first = mutex.getParticipantNodes().iterator().next();
-          return held(czxid(p + "/" + first.substring(first.lastIndexOf('/') + 1)), mutex::release);
+          return heldOr(() -> {
+            String first = mutex.getParticipantNodes().iterator().next();
+            return czxid(p + "/" + first.substring(first.lastIndexOf('/') + 1));
+          }, mutex::release);
         };
       }
     }
@@ -144,6 +146,27 @@ public class CuratorWorker {
 
   interface Release {
     void run() throws Exception;
+  }
+
+  interface Token {
+    long read() throws Exception;
+  }
+
+  // A grant whose token is read from the server: if the read fails (the
+  // connection cut under it), the grant is released before the failure goes
+  // on, or the lock would stay held by a thread that has moved on, every
+  // waiter without a deadline behind it for as long as the session lives.
+  static Held heldOr(Token token, Release release) throws Exception {
+    try {
+      return held(token.read(), release);
+    } catch (Exception e) {
+      try {
+        release.run();
+      } catch (Exception releasing) {
+        e.addSuppressed(releasing);
+      }
+      throw e;
+    }
   }
 
   static Held held(long token, Release release) {

@@ -304,6 +304,7 @@ struct worker {
     if (cancel_at) due = std::min(*cancel_at, due.value_or(*cancel_at));
     acquire_record a{o.index, which, now(), std::nullopt, due ? since_epoch(*due) : -1, ""};
     in_flight[id] = a;
+    in_flight[id].result = "pending";  // as the watchdog logs it, if it never ends
     // Shared with the timer's handler, which may run after the acquire ended.
     auto cancel = std::make_shared<asio::cancellation_signal>();
     asio::steady_timer cancel_timer(co_await asio::this_coro::executor);
@@ -416,8 +417,11 @@ int run_worker(const worker_options& o) {
   int status = 0;
   watchdog.async_wait([&](zkasio::error_code ec) {
     if (ec) return;
-    for (auto& [id, a] : w.in_flight) w.log.write(format(a));
-    std::cerr << "chaos worker " << o.index << ": " << w.in_flight.size() << " acquires never completed\n";
+    std::cerr << "chaos worker " << o.index << ": " << w.in_flight.size() << " acquires never completed:\n";
+    for (auto& [id, a] : w.in_flight) {
+      w.log.write(format(a));
+      std::cerr << "  coroutine " << id << ": " << format(a) << '\n';  // its lock, its deadline (-1: none)
+    }
     std::_Exit(3);
   });
   asio::co_spawn(
