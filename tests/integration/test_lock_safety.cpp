@@ -994,6 +994,30 @@ TEST_CASE("what outlives the session object gets session_closed: a lock, a mutex
   }(), 30s);
 }
 
+TEST_CASE_FIXTURE(proxied_server, "an io_context stopped and destroyed while a release's delete has no reply: nothing freed is read, and the node goes") {
+  // delete_node views the hold's node name, which the release's completion
+  // keeps alive (delete_node's contract): ASan sees a use after free if the
+  // view outlives it as the session, the mutex and the io_context go.
+  auto path = unique_path("safety-io-gone-mid-release");
+  std::optional<zkasio::error_code> released;
+  {
+    asio::io_context own;
+    session s(own, test_options(proxy.address()));
+    mutex m(s, path);
+    run(own, [&]() -> awaitable<void> {
+      auto held = co_await m.async_acquire(use_awaitable);
+      proxy.hold_replies();
+      auto deletes = proxy.requests_forwarded(ZOO_DELETE_OP);
+      held.async_release([&](zkasio::error_code ec) { released = ec; });
+      REQUIRE(co_await eventually([&] { return proxy.requests_forwarded(ZOO_DELETE_OP) > deletes; }, 10s));
+    }(), 20s);
+  }  // the mutex, the session, then the io_context: the release never completes
+  CHECK(!released);
+  proxy.pass();
+  session other(io, test_options(servers.hosts()));
+  run(io, [&]() -> awaitable<void> { CHECK(co_await settles_at(other, path, 0, 20s)); }(), 30s);
+}
+
 TEST_CASE_TEMPLATE("a waiter behind a kept holder of its own session ends with session_closed when the session object goes", Mutex,
                    mutex, race_mutex) {
   // The waiter waits in this process (the holder's node is of its session):
