@@ -302,9 +302,9 @@ struct worker {
                               std::optional<steady_clock::time_point> cancel_at = std::nullopt) {
     auto due = r.deadline;
     if (cancel_at) due = std::min(*cancel_at, due.value_or(*cancel_at));
-    acquire_record a{o.index, which, now(), std::nullopt, due ? since_epoch(*due) : -1, ""};
+    // "pending": as the watchdog logs it if it never ends.
+    acquire_record a{o.index, which, now(), std::nullopt, due ? since_epoch(*due) : -1, "pending"};
     in_flight[id] = a;
-    in_flight[id].result = "pending";  // as the watchdog logs it, if it never ends
     // Shared with the timer's handler, which may run after the acquire ended.
     auto cancel = std::make_shared<asio::cancellation_signal>();
     asio::steady_timer cancel_timer(co_await asio::this_coro::executor);
