@@ -241,9 +241,11 @@ void session_impl::end_for_good(error_code why, std::string what) {
   ended_by_ = why;
   closing_ = true;
   heartbeat_.stop();
+  // Everything waiting fails before the handle goes: closing it forgets the
+  // watch points, and their waiters with them (a watch always completes).
+  fail_everything(why);
   close_handle();
   set_state(session_state::closed);
-  fail_everything(why);
   for (auto& waiter : std::exchange(close_waiters_, {})) waiter->complete({});
 }
 

@@ -73,6 +73,22 @@ TEST_CASE("a port that answers as no ZooKeeper server does ends the session, nam
   CHECK(http.connections() >= 1);
 }
 
+TEST_CASE("watches asked before the first connection complete when the port turns out not to be ZooKeeper's") {
+  // Asked while connecting, they wait for the connection; the session then
+  // ends for good (not_zookeeper), and each completes with that error. (Before:
+  // the handle's close forgot them first, and none ever completed.)
+  http_port http;
+  asio::io_context io;
+  session s(io, test_options(http.address()));
+  std::vector<zkasio::error_code> outcomes;
+  s.async_wait_deleted("/a", [&](zkasio::error_code ec) { outcomes.push_back(ec); });
+  s.async_wait_data_changed("/b", [&](zkasio::error_code ec, event_type) { outcomes.push_back(ec); });
+  s.async_wait_children_changed("/c", [&](zkasio::error_code ec, event_type) { outcomes.push_back(ec); });
+  REQUIRE(run_until(io, [&] { return outcomes.size() == 3; }, 10s));
+  for (auto& ec : outcomes) CHECK(ec == error::not_zookeeper);
+  CHECK(s.state() == session_state::closed);
+}
+
 TEST_CASE("a host that does not resolve ends the session, naming it; another host of the string serves") {
   asio::io_context io;
   session s(io, test_options("no-such-host.invalid:2181"));
