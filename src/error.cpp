@@ -61,8 +61,9 @@ const char* describe(error e) noexcept {
       return "a race recipe's lock cannot guard writes: ZooKeeper cannot tell its node from a later holder's "
              "(use zkasio::mutex)";
     case error::invalid_safety_margin:
-      return "the lock's safety_margin is not below its session's negotiated timeout: every lock would be lost "
-             "as it is granted (make it smaller, or the session timeout longer)";
+      return "the lock's safety_margin is not below its session's negotiated timeout less the servers' tick "
+             "(session_options::server_tick_time): every lock would be lost as it is granted (make it smaller, "
+             "or the session timeout longer)";
     case error::unexpected_reply: return "the server answered as no ZooKeeper server does";
     case error::internal_error: return "zkasio failed inside (an exception, or a broken invariant)";
     case error::not_connected:

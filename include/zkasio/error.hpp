@@ -60,7 +60,7 @@ enum class error : int {
   would_deadlock,        // a read holder asked for the write lock: it would wait for itself
   invalid_lease_count,   // a semaphore asked for no lease, or for more than it has
   not_fenced,            // guarded writes under a race recipe's lock, which nothing on the server fences
-  invalid_safety_margin, // a lock's safety_margin not below its session's negotiated timeout
+  invalid_safety_margin, // a lock's safety_margin not below its session's negotiated timeout less a tick
   unexpected_reply,      // the server answered as no ZooKeeper server does (a node name the recipe did not make)
   internal_error,        // zkasio failed inside (an exception, or a broken invariant): a bug, or out of memory
   not_connected,         // an acquire's deadline passed, or a try looked, while no ZooKeeper server was connected

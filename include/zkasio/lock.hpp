@@ -74,7 +74,11 @@ struct acquire_options {
 // lost while the session is disconnected. Under both, the signal fires at the
 // latest at last contact + negotiated timeout - safety margin (see
 // session::last_contact), connected or not: a follower cut off from its
-// leader goes on answering for a while.
+// leader goes on answering for a while, and the leader may not have seen
+// what it answered. No server expires the session before last contact +
+// negotiated timeout: the leader's tracker puts a session touched at t in
+// the tick bucket after t + timeout, and last contact is a time the leader
+// is known to have touched it (docs/guarantees.md).
 enum class lost_policy {
   on_suspend,     // at once (as Curator's docs advise)
   before_expiry,  // at the last moment the server could not yet have expired the
@@ -122,9 +126,13 @@ struct no_local_handoff {};
 template <class LocalHandoff>
 struct basic_lock_options {
   lost_policy policy = lost_policy::before_expiry;
-  // How long before the earliest possible expiry to fire. On an ensemble,
-  // make it at least the servers' tickTime / 2 (the leader's sight of a
-  // session held through a follower may lag by that).
+  // How long before the earliest possible expiry (session::last_contact +
+  // negotiated timeout: no server expires the session sooner,
+  // docs/guarantees.md has the arithmetic) to fire: this process's own delay
+  // in acting on the signal, and the clocks' drift. last_contact() already
+  // counts only what the leader is known to have seen through a follower
+  // (session_options::server_tick_time). Below the timeout less a tick, or
+  // no grant is ever sure (invalid_safety_margin).
   std::chrono::milliseconds safety_margin{200};
   // Written into the lock node, shown by contenders (e.g. "host:pid").
   std::string data = {};

@@ -107,7 +107,10 @@ class session {
 
   executor_type get_executor() const noexcept { return executor_; }
   // The connect string it was given (session_options::hosts).
-  const std::string& hosts() const noexcept { return hosts_; }
+  const std::string& hosts() const noexcept {
+    static const std::string moved_from;
+    return hosts_ ? *hosts_ : moved_from;
+  }
 
   // Observers, safe from any thread.
   session_state state() const noexcept {
@@ -146,13 +149,19 @@ class session {
   std::chrono::milliseconds negotiated_timeout() const noexcept {
     return observe([](const core& c) { return c.negotiated_timeout(); }, std::chrono::milliseconds{0});
   }
-  // A lower bound of the last sight of this session by the server that can
-  // expire it (the ensemble's leader): the handshake of the current
-  // connection, or the submit time of the latest answered request that went
-  // through the leader (writes and sync; a follower answers reads alone). The
-  // session keeps a sync in flight every third of the timeout without one.
-  // Through a follower the leader's sight may lag by one of its pings to the
-  // follower (tickTime / 2).
+  // A time at which the server that can expire the session (the ensemble's
+  // leader; a standalone server is its own) is known to have seen it: no
+  // server expires the session before last_contact() + negotiated_timeout().
+  // The handshake of the current connection, or the time a request was sent
+  // whose answer came at least a tick (session_options::server_tick_time)
+  // before a later request through the leader (a write or a sync) was sent
+  // and answered: a follower tells its leader of a session's activity only
+  // in its replies to the leader's pings, every half tick, so an answer from
+  // a follower proves nothing of the leader's sight until such a later
+  // answer (docs/guarantees.md has the arithmetic). The session keeps a sync
+  // in flight every eighth of the timeout without one, so an idle session's
+  // last_contact() is at most a tick, two eighths of the timeout and two
+  // round trips old.
   std::chrono::steady_clock::time_point last_contact() const noexcept {
     return observe([](const core& c) { return c.last_contact(); }, std::chrono::steady_clock::time_point{});
   }
@@ -183,9 +192,9 @@ class session {
   auto async_create(Path&& path, Data&& data, create_options options,
                     Token&& token = {}) {
     return initiate<created>(detail::write_cancellation,
-                             [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), options = std::move(options)](
+                             [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), options = std::move(options), pin = pinned_](
                                  core& c, auto done) mutable {
-                               c.create(std::move(path), std::move(data), std::move(options), std::move(done));
+                               c.create(std::move(path), std::move(data), std::move(options), pin, std::move(done));
                              },
                              std::forward<Token>(token));
   }
@@ -198,8 +207,8 @@ class session {
   }
   template <detail::text Path = std::string_view, class Token = default_token>
   auto async_remove(Path&& path, std::int32_t version, Token&& token = {}) {
-    return initiate<>(detail::write_cancellation, [path = detail::owned_text(std::forward<Path>(path)), version](core& c, auto done) mutable {
-                        c.remove(std::move(path), version, std::move(done));
+    return initiate<>(detail::write_cancellation, [path = detail::owned_text(std::forward<Path>(path)), version, pin = pinned_](core& c, auto done) mutable {
+                        c.remove(std::move(path), version, pin, std::move(done));
                       },
                       std::forward<Token>(token));
   }
@@ -233,8 +242,8 @@ class session {
   auto async_set_data(Path&& path, Data&& data, std::int32_t version,
                       Token&& token = {}) {
     return initiate<node_stat>(detail::write_cancellation,
-                          [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), version](core& c, auto done) mutable {
-                            c.set_data(std::move(path), std::move(data), version, std::move(done));
+                          [path = detail::owned_text(std::forward<Path>(path)), data = detail::owned_text(std::forward<Data>(data)), version, pin = pinned_](core& c, auto done) mutable {
+                            c.set_data(std::move(path), std::move(data), version, pin, std::move(done));
                           },
                           std::forward<Token>(token));
   }
@@ -264,8 +273,8 @@ class session {
   template <class Token = default_token>
   auto async_multi(std::vector<multi_op> ops, Token&& token = {}) {
     return initiate<std::vector<op_result>>(detail::write_cancellation,
-                                            [ops = std::move(ops)](core& c, auto done) mutable {
-                                              c.multi(std::move(ops), std::move(done));
+                                            [ops = std::move(ops), pin = pinned_](core& c, auto done) mutable {
+                                              c.multi(std::move(ops), pin, std::move(done));
                                             },
                                             std::forward<Token>(token));
   }
@@ -329,6 +338,36 @@ class session {
                       std::forward<Token>(token));
   }
 
+  // Completes once the server that can expire the session is known to have
+  // seen it since this operation started: last_contact() is then later than
+  // the start. Takes a tick and two round trips at most while connected
+  // (a sync, and a sync a tick after its answer); waits across a
+  // disconnection (a reconnection's handshake confirms it); fails with the
+  // session's end. For a lease of the caller's own: a grant decided on
+  // replies that may be old (the process was paused) is sure again after
+  // it. void(error_code)
+  template <class Token = default_token>
+  auto async_confirm_contact(Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [](core& c, auto done) { c.confirm_contact(std::move(done)); },
+                      std::forward<Token>(token));
+  }
+
+  // A view of this session (it must outlive the view) whose writes belong to
+  // the ZooKeeper session `generation` (by default, the current one,
+  // generation()): each write through it (async_create, async_remove,
+  // async_set_data, async_multi) fails with session_expired, unsent, once
+  // that ZooKeeper session has ended, also when it waited for the connection
+  // meanwhile. A write decided on what one ZooKeeper session saw (the node
+  // it owns, the version it read) is never sent in the session that follows
+  // an expiry, where it would act on another session's nodes. Its reads and
+  // watches are the session's.
+  session pinned() const { return pinned(generation()); }
+  session pinned(std::uint64_t generation) const {
+    session view(view_tag{}, *this);
+    view.pinned_ = generation;
+    return view;
+  }
+
   // Ends the session: connected, its ephemeral nodes go at once; disconnected,
   // when the server expires it. Pending and later operations complete with
   // session_closed. Cancelling only stops waiting: the close goes on.
@@ -343,7 +382,7 @@ class session {
   using core = detail::session_core;
   struct view_tag {};
   session(view_tag, const session& owner)
-      : executor_(owner.executor_), hosts_(owner.hosts_), view_(owner.weak()) {}
+      : executor_(owner.executor_), hosts_(owner.hosts_), view_(owner.weak()), pinned_(owner.pinned_) {}
   std::weak_ptr<core> weak() const noexcept { return core_ ? std::weak_ptr<core>(core_) : view_; }
   // f(engine), or `gone` when the session (of a view) is no more.
   template <class F, class T>
@@ -381,9 +420,10 @@ class session {
   }
 
   executor_type executor_;
-  std::string hosts_;
+  std::shared_ptr<const std::string> hosts_;  // (shared with its views: a view is made per pinned write)
   std::shared_ptr<core> core_;  // the owner's: closed when it is destroyed
   std::weak_ptr<core> view_;    // a view's (session_access::view)
+  std::optional<std::uint64_t> pinned_;  // a pinned view's generation (pinned())
 };
 
 // For a program that should end once its work is done (a session keeps its

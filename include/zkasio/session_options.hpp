@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,16 @@ struct session_options {
   std::string hosts = "127.0.0.1:2181";
   // Requested session timeout; the server clamps it to its min/max.
   std::chrono::milliseconds session_timeout{10000};
+  // The servers' tickTime. It bounds how much later than a follower's answer
+  // the leader may learn that the session was active (a tick: the leader
+  // pings its followers every half tick), and so how recent last_contact()
+  // can be (session::last_contact; docs/guarantees.md has the arithmetic).
+  // nullopt: ZooKeeper's defaults are assumed, a tickTime of at most 2,000 ms
+  // and at most half the negotiated timeout (the servers' minSessionTimeout
+  // is two ticks unless configured). Set it when the servers' tickTime is
+  // larger, or their minSessionTimeout below two ticks; a smaller one makes
+  // last_contact() more recent.
+  std::optional<std::chrono::milliseconds> server_tick_time = std::nullopt;
   // After expiry, start a new ZooKeeper session at once (generation() then
   // counts up). Without it the session stays expired and every operation fails
   // with zk_error::session_expired.

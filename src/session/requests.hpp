@@ -18,21 +18,21 @@ struct request {
   session_impl* session;
   completion_ptr<Values...> done;
   session_core::clock::time_point submitted = session_core::clock::now();
-  // Its answer shows that the ensemble's leader saw the session (see
-  // session_impl::note_answer): writes and sync go through the leader; reads,
-  // watches and authentication are answered by the server we are connected
-  // to, which may have lost its leader.
+  // Writes and sync go through the ensemble's leader: their answers certify
+  // the contacts answered a lag before they were sent (contact_tracker.hpp).
+  // Reads, watches and authentication are answered by the server we are
+  // connected to, which may have lost its leader.
   bool through_leader = true;
 
   void fail(int rc) { done->complete(session->translate(rc), Values{}...); }
 };
 
-// The C callback's side of a request context: owns it again, and records that
-// the leader saw the session (unless `rc` says no answer came).
+// The C callback's side of a request context: owns it again, and records the
+// answer as a contact (unless `rc` says no answer came).
 template <class Request>
 std::unique_ptr<Request> take_back(const void* context, int rc) {
   std::unique_ptr<Request> r(static_cast<Request*>(const_cast<void*>(context)));
-  if (r->through_leader) r->session->note_answer(rc, r->submitted);
+  r->session->note_answer(rc, r->submitted, r->through_leader);
   return r;
 }
 

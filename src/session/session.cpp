@@ -3,7 +3,9 @@
 namespace zkasio {
 
 session::session(const executor_type& executor, session_options options)
-    : executor_(executor), hosts_(options.hosts), core_(detail::session_core::make(executor, std::move(options))) {}
+    : executor_(executor),
+      hosts_(std::make_shared<const std::string>(options.hosts)),
+      core_(detail::session_core::make(executor, std::move(options))) {}
 
 session::~session() {
   if (core_) {
@@ -18,6 +20,7 @@ session& session::operator=(session&& other) noexcept {
     hosts_ = std::move(other.hosts_);
     core_ = std::move(other.core_);
     view_ = std::move(other.view_);
+    pinned_ = other.pinned_;
   }
   return *this;
 }

@@ -155,8 +155,10 @@ void session_impl::on_session_event(int state) {
     timeout_ms_.store(zoo_recv_timeout(zh_), std::memory_order_release);
     // The server saw the session when it handled the handshake, sent on this
     // socket: not later than now, nor earlier than the socket (the answer
-    // may have come late).
-    last_contact_.store(pump_.socket_seen().time_since_epoch().count(), std::memory_order_release);
+    // may have come late); so did the leader (contact_tracker.hpp).
+    contacts_.connected(pump_.socket_seen());
+    last_contact_.store(contacts_.certified().time_since_epoch().count(), std::memory_order_release);
+    heartbeat_.answered(true);
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
     // The watches first: a request submitted after a watch was asked for is
@@ -203,6 +205,7 @@ void session_impl::on_unrecoverable() {
   auto ec = make_error_code(zk_error::session_expired);
   parked_.fail_all(ec);
   watches_.fail_all(ec);
+  heartbeat_.fail_confirmations(ec);
   if (!options_.reconnect_on_expiry) {
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete(ec);
     pump_.detach();  // the handle stays, so every request fails with session_expired
@@ -229,6 +232,7 @@ void session_impl::fail_everything(error_code ec) {
   for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete(ec);
   parked_.fail_all(ec);
   watches_.fail_all(ec);
+  heartbeat_.fail_confirmations(ec);
 }
 
 void session_impl::end_for_good(error_code why, std::string what) {
@@ -276,18 +280,21 @@ error_code session_impl::translate(int rc) const {
   }
 }
 
-// last_contact is what the lost-lock policy counts on: the server that can
-// expire the session (the ensemble's leader; a standalone server is its own)
-// touched it at `submitted` or later. A follower answers reads and pings by
-// itself for up to syncLimit x tickTime after it lost its leader, so only
-// answers that went through the leader count. The leader learns of a
-// follower's sessions from the follower's answers to its pings (every
-// tickTime / 2), so its sight may lag this by up to that: the README says so.
-void session_impl::note_answer(int rc, clock::time_point submitted) {
+// last_contact is what the lost-lock policy counts on: a time at which the
+// server that can expire the session (the ensemble's leader; a standalone
+// server is its own) is known to have touched it. An answer proves that
+// only with a later answer through the leader: contact_tracker.hpp.
+void session_impl::note_answer(int rc, clock::time_point submitted, bool through_leader) {
   if (unanswered(rc)) return;
-  auto at = submitted.time_since_epoch().count();
-  auto last = last_contact_.load(std::memory_order_acquire);
-  if (at > last) last_contact_.store(at, std::memory_order_release);
+  contacts_.answered(submitted, clock::now(), through_leader, contact_lag());
+  last_contact_.store(contacts_.certified().time_since_epoch().count(), std::memory_order_release);
+  heartbeat_.answered(through_leader);
+}
+
+// A ping period (tickTime / 2) and as much again for the ping's delivery.
+session_core::clock::duration session_impl::contact_lag() const {
+  if (options_.server_tick_time) return *options_.server_tick_time;
+  return std::min<clock::duration>(std::chrono::seconds(2), negotiated_timeout() / 2);
 }
 
 // ---------------------------------------------------------------- input
@@ -299,6 +306,12 @@ error_code session_impl::unusable() const {
   if (state() == session_state::auth_failed) return make_error_code(zk_error::auth_failed);
   if (state() == session_state::expired && !options_.reconnect_on_expiry)
     return make_error_code(zk_error::session_expired);
+  return {};
+}
+
+error_code session_impl::outlived(std::optional<std::uint64_t> pin) const {
+  // (Expired for good, a session is refused by admit: unusable.)
+  if (pin && *pin != generation()) return make_error_code(zk_error::session_expired);
   return {};
 }
 
@@ -355,6 +368,15 @@ void session_impl::wait_state_change(session_state known, completion_ptr<session
   }
   auto it = state_waiters_.emplace(state_waiters_.end(), known, done);
   done->on_cancel = [this, it] { state_waiters_.erase(it); };
+}
+
+// The leader has seen the session since now: at once if last_contact says
+// so, else once a heartbeat's answer certifies a contact after now (a
+// reconnection's handshake too). Waits across a disconnection; fails with
+// the session's end.
+void session_impl::confirm_contact(completion_ptr<> done) {
+  if (refused(done, unusable())) return;
+  heartbeat_.confirm(clock::now(), std::move(done));
 }
 
 // ---------------------------------------------------------------- waiting for the connection

@@ -1,10 +1,10 @@
 // The session core's implementation: the only code that talks to the C client,
-// with its parts: client_pump (drives the handle), watch_registry, heartbeat
-// and parked_requests. Everything here runs on the strand.
+// with its parts: client_pump (drives the handle), watch_registry, heartbeat,
+// contact_tracker and parked_requests. Everything here runs on the strand.
 //
 // Files: session_impl.cpp (the handle's lifecycle, the session's state,
 // close), session_requests.cpp (the requests), watch_registry.cpp,
-// heartbeat.cpp, parked_requests.cpp; c_types.cpp converts the C client's
+// heartbeat.cpp, contact_tracker.cpp, parked_requests.cpp; c_types.cpp converts the C client's
 // types and codes.
 #pragma once
 
@@ -23,6 +23,7 @@
 
 #include "c_client_scope.hpp"
 #include "client_pump.hpp"
+#include "contact_tracker.hpp"
 #include "heartbeat.hpp"
 #include "parked_requests.hpp"
 #include "watch_registry.hpp"
@@ -40,22 +41,23 @@ class session_impl final : public session_core,
 
   void connect(completion_ptr<> done) override;
   void wait_state_change(session_state known, completion_ptr<session_state> done) override;
-  void create(std::string path, std::string data, create_options options,
+  void create(std::string path, std::string data, create_options options, std::optional<std::uint64_t> pin,
               completion_ptr<created> done) override;
-  void remove(std::string path, std::int32_t version, completion_ptr<> done) override;
+  void remove(std::string path, std::int32_t version, std::optional<std::uint64_t> pin, completion_ptr<> done) override;
   void exists(std::string path, completion_ptr<std::optional<node_stat>> done) override;
   void get_data(std::string path, completion_ptr<node_data> done) override;
-  void set_data(std::string path, std::string data, std::int32_t version,
+  void set_data(std::string path, std::string data, std::int32_t version, std::optional<std::uint64_t> pin,
                 completion_ptr<node_stat> done) override;
   void get_children(std::string path, completion_ptr<children> done) override;
   void sync(std::string path, completion_ptr<> done) override;
-  void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) override;
+  void multi(std::vector<multi_op> ops, std::optional<std::uint64_t> pin, completion_ptr<std::vector<op_result>> done) override;
   void wait_deleted(std::string path, completion_ptr<> done) override;
   void wait_data_changed(std::string path, std::int32_t known_version,
                          completion_ptr<event_type> done) override;
   void wait_children_changed(std::string path, std::int32_t known_cversion,
                              completion_ptr<event_type> done) override;
   void add_auth(std::string scheme, std::string credentials, completion_ptr<> done) override;
+  void confirm_contact(completion_ptr<> done) override;
   void close(completion_ptr<> done) override;
   void abandon() override;
 
@@ -66,8 +68,13 @@ class session_impl final : public session_core,
   bool connected() const noexcept { return state() == session_state::connected; }
   // The C client's code as the error callers see.
   error_code translate(int rc) const;
-  // A reply came: the server saw the session at `submitted` at the latest.
-  void note_answer(int rc, clock::time_point submitted);
+  // A reply came (`rc`) to a request sent at `submitted`; `through_leader`:
+  // a write or a sync. last_contact moves as contact_tracker.hpp says.
+  void note_answer(int rc, clock::time_point submitted, bool through_leader);
+  // What proves a contact (contact_tracker.hpp), and how late the leader may
+  // learn of one through a follower: a tick (see session_options::server_tick_time).
+  const contact_tracker& contacts() const noexcept { return contacts_; }
+  clock::duration contact_lag() const override;
   // A request was handed to the C client: let it send.
   void after_submit() { pump_.flush(); }
   // `resend` once connected (at once if connected), unless `deadline` passes
@@ -93,6 +100,9 @@ class session_impl final : public session_core,
   // Why the session can take no request now (closed, closing, auth failed,
   // expired for good), if it cannot.
   error_code unusable() const;
+  // Why a write pinned to `pin` may not be sent: session_expired once that
+  // ZooKeeper session has ended (a later generation, or expired for good).
+  error_code outlived(std::optional<std::uint64_t> pin) const;
   // Why a request may not be sent (closing, a bad path, over jute.maxbuffer), if it may not.
   error_code admit(std::string_view path, bool sequential = false, std::size_t bytes = 0) const;
 
@@ -112,6 +122,7 @@ class session_impl final : public session_core,
 
   watch_registry watches_;
   parked_requests parked_;
+  contact_tracker contacts_;
   heartbeat heartbeat_;
   asio::steady_timer close_probe_timer_;
 };

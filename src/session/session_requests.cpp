@@ -32,13 +32,14 @@ bool parked_until_connected(session_impl* s, const completion_ptr<Values...>& do
 // ---------------------------------------------------------------- writes
 
 void session_impl::create(std::string path, std::string data, create_options options,
-                          completion_ptr<created> done) {
+                          std::optional<std::uint64_t> pin, completion_ptr<created> done) {
   if (refused(done, admit(path, sequential(options.mode),
-                          header_bytes + create_request_size(path, data, options.access))))
+                          header_bytes + create_request_size(path, data, options.access))) ||
+      refused(done, outlived(pin)))
     return;
   if (parked_until_connected(this, done, [&] {
-        return [this, path = std::move(path), data = std::move(data), options = std::move(options), done] {
-          create(path, data, options, done);
+        return [this, path = std::move(path), data = std::move(data), options = std::move(options), pin, done] {
+          create(path, data, options, pin, done);
         };
       }))
     return;
@@ -58,10 +59,11 @@ void session_impl::create(std::string path, std::string data, create_options opt
          });
 }
 
-void session_impl::remove(std::string path, std::int32_t version, completion_ptr<> done) {
-  if (refused(done, admit(path))) return;
+void session_impl::remove(std::string path, std::int32_t version, std::optional<std::uint64_t> pin,
+                          completion_ptr<> done) {
+  if (refused(done, admit(path)) || refused(done, outlived(pin))) return;
   if (parked_until_connected(this, done, [&] {
-        return [this, path = std::move(path), version, done] { remove(path, version, done); };
+        return [this, path = std::move(path), version, pin, done] { remove(path, version, pin, done); };
       })) return;
   c_client_scope scope(&options_);
   submit(std::make_unique<request<>>(request<>{this, done}), [&](auto* r) {
@@ -76,12 +78,13 @@ void session_impl::remove(std::string path, std::int32_t version, completion_ptr
 }
 
 void session_impl::set_data(std::string path, std::string data, std::int32_t version,
-                            completion_ptr<node_stat> done) {
-  if (refused(done, admit(path, false, header_bytes + set_data_request_size(path, data))))
+                            std::optional<std::uint64_t> pin, completion_ptr<node_stat> done) {
+  if (refused(done, admit(path, false, header_bytes + set_data_request_size(path, data))) ||
+      refused(done, outlived(pin)))
     return;
   if (parked_until_connected(this, done, [&] {
-        return [this, path = std::move(path), data = std::move(data), version, done] {
-          set_data(path, data, version, done);
+        return [this, path = std::move(path), data = std::move(data), version, pin, done] {
+          set_data(path, data, version, pin, done);
         };
       }))
     return;
@@ -161,8 +164,10 @@ struct multi_request : request<std::vector<op_result>> {
   }
 };
 
-void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) {
-  if (refused(done, ops.empty() ? error_code(zk_error::bad_arguments) : error_code()))
+void session_impl::multi(std::vector<multi_op> ops, std::optional<std::uint64_t> pin,
+                         completion_ptr<std::vector<op_result>> done) {
+  if (refused(done, ops.empty() ? error_code(zk_error::bad_arguments) : error_code()) ||
+      refused(done, outlived(pin)))
     return;
   // The server checks the whole packet against jute.maxbuffer, so the whole counts.
   std::size_t bytes = header_bytes + multi_header_bytes;
@@ -173,7 +178,7 @@ void session_impl::multi(std::vector<multi_op> ops, completion_ptr<std::vector<o
     if (refused(done, admit(path, c && sequential(c->options.mode), bytes))) return;
   }
   if (parked_until_connected(this, done, [&] {
-        return [this, ops = std::move(ops), done] { multi(ops, done); };
+        return [this, ops = std::move(ops), pin, done] { multi(ops, pin, done); };
       })) return;
   auto r = std::make_unique<multi_request>();
   r->session = this;

@@ -123,6 +123,59 @@ TEST_CASE("a waiter moved from another session's node to one of its own, its own
   }());
 }
 
+TEST_CASE_FIXTURE(proxied_server, "a node of a session closed while disconnected is not believed gone: a waiter of another session is granted only once it goes") {
+  // H holds; Y waits behind H, W behind Y, X behind W: sessions of this
+  // process on one connect string (the proxy's), so each knows the others'
+  // nodes (known_nodes). All are cut off; Y's session object is destroyed
+  // meanwhile: its node lives on until the server expires it. The others
+  // reconnect; W leaves; X walks down the nodes it knows. Before, it took
+  // Y's node for gone (its session's object was) and, once H released, was
+  // granted with Y's node still below it. Now it lists again, and waits.
+  session h_session(io, test_options(proxy.address())), w_session(io, test_options(proxy.address()));
+  session x_session(io, test_options(proxy.address())), observer(io, test_options(servers.hosts()));
+  auto y_session = std::make_unique<session>(io, test_options(proxy.address()));
+  auto path = unique_path("safety-orphan-below");
+  mutex mh(h_session, path), mw(w_session, path), mx(x_session, path);
+  auto my = std::make_unique<mutex>(*y_session, path);
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await mh.async_acquire(use_awaitable);
+    acquire_outcome y(io), w(io), x(io);
+    asio::cancellation_signal y_leaves, w_leaves;
+    my->async_acquire(asio::bind_cancellation_slot(y_leaves.slot(), y.handler()));
+    REQUIRE(co_await settles_at(observer, path, 2));
+    mw.async_acquire(asio::bind_cancellation_slot(w_leaves.slot(), w.handler()));
+    REQUIRE(co_await settles_at(observer, path, 3));
+    mx.async_acquire(x.handler());
+    REQUIRE(co_await settles_at(observer, path, 4));
+    auto queue = co_await lock_nodes(observer, path);
+    // All cut off; Y's acquire and its session dropped meanwhile: its node stays.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await eventually([&] { return y_session->state() == session_state::suspended; }));
+    y_leaves.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await y.done.wait());
+    std::weak_ptr<const zkasio::detail::session_core> y_core = zkasio::detail::session_access::core(*y_session);
+    my.reset();
+    y_session.reset();
+    REQUIRE(co_await eventually([&] { return y_core.expired(); }));  // nothing can tell of its nodes now
+    proxy.refuse_connections(false);
+    REQUIRE(co_await eventually([&] {
+      return h_session.state() == session_state::connected && w_session.state() == session_state::connected &&
+             x_session.state() == session_state::connected;
+    }));
+    w_leaves.emit(asio::cancellation_type::terminal);
+    REQUIRE(co_await w.done.wait());
+    REQUIRE(co_await settles_at(observer, path, 3));  // H's, Y's and X's
+    co_await h.async_release(use_awaitable);
+    REQUIRE(co_await x.done.wait(30s));  // once the server expired Y's session
+    REQUIRE(!*x.ec);
+    auto y_node = co_await observer.async_exists(path + "/" + queue[1], use_awaitable);
+    CHECK_MESSAGE(!y_node, "granted with Y's node still below");
+    co_await x.held.async_release(use_awaitable);
+    CHECK(co_await settles_at(observer, path, 0));
+  }(), 60s);
+}
+
 TEST_CASE_FIXTURE(proxied_server, "a waiter behind another session's node, its own node deleted: lock_lost, and its watch on the predecessor goes") {
   // B (session s) waits behind H (session t) with a watch on H and one on
   // its own node. An operator deletes B's node: B fails with lock_lost
@@ -407,27 +460,32 @@ TEST_CASE("uuids differ in a forked child: a child never takes its parent's node
 
 TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a multi-threaded io_context leave no node behind") {
   // Whichever session a create lands in, the attempt's node is deleted if its
-  // owner is the live session (and goes by itself with an expired one).
+  // owner is the live session (and goes by itself with an expired one); no
+  // write decided in one session is sent in the next (session::pinned), where
+  // its node would stand in the queue, held by no one. Fair and race
+  // contenders, on a 4-thread io_context, across four expiries.
   auto work = asio::make_work_guard(io);
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) threads.emplace_back([&] { io.run(); });
   session s(io, test_options(proxy.address(), 1s));
   session observer(io, test_options(servers.hosts(), 10s));
   mutex m(s, "/expiring");
+  race_mutex race(s, "/expiring-race");
   std::atomic<bool> stop{false};
   std::atomic<int> grants{0}, running{0};
-  auto contender = [&](int seed) -> awaitable<void> {
+  auto contender = [&](auto& object, int seed) -> awaitable<void> {
     ++running;
     for (int i = 0; !stop; ++i) {
-      auto [ec, held] = co_await m.async_acquire_for(std::chrono::milliseconds(20 + (seed * 37 + i * 11) % 200),
-                                                     as_tuple(use_awaitable));
+      auto [ec, held] = co_await object.async_acquire_for(std::chrono::milliseconds(20 + (seed * 37 + i * 11) % 200),
+                                                          as_tuple(use_awaitable));
       if (ec) continue;
       ++grants;
       co_await held.async_release(as_tuple(use_awaitable));
     }
     --running;
   };
-  for (int i = 0; i < 20; ++i) asio::co_spawn(io, contender(i), asio::detached);
+  for (int i = 0; i < 16; ++i) asio::co_spawn(io, contender(m, i), asio::detached);
+  for (int i = 0; i < 6; ++i) asio::co_spawn(io, contender(race, i), asio::detached);
   for (int round = 0; round < 4; ++round) {
     auto before = grants.load();
     CHECK(poll_until([&] { return grants >= before + 50; }, 20s));
@@ -446,10 +504,76 @@ TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a mu
   // The session lives on: every attempt's node must have been deleted.
   auto empty = asio::co_spawn(io, settles_at(observer, "/expiring", 0), asio::use_future);
   CHECK(empty.get());
+  auto race_empty = asio::co_spawn(io, eventually_async([&]() -> awaitable<bool> {
+                                     co_return !co_await observer.async_exists("/expiring-race", use_awaitable);
+                                   }),
+                                   asio::use_future);
+  CHECK(race_empty.get());
   s.async_close(asio::use_future).get();
   observer.async_close(asio::use_future).get();
   work.reset();
   for (auto& t : threads) t.join();
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a race release decided in an expired session never deletes the next session's holder's node") {
+  // race_mutex holder A (through the proxy) releases: its delete first looks
+  // at the race node (exists), and that answer is read late (A's lock strand
+  // is kept busy), after A's session expired, B took the node and A's next
+  // session connected. Before, the delete then went out in A's new session
+  // and removed B's node (B's lost signal fired, A's release said success).
+  // Now the delete is pinned to A's first session: refused, lock_lost.
+  io_threads threads(io, 2);
+  session a(io, test_options(proxy.address(), 1s));
+  session b(io, test_options(servers.hosts(), 10s));
+  auto path = unique_path("race-release-expired");
+  race_mutex ma(a, path), mb(b, path);
+  auto held = asio::co_spawn(io, ma.async_acquire(use_awaitable), asio::use_future).get();
+  auto first_generation = a.generation();
+  std::promise<std::pair<zkasio::error_code, lock>> b_granted;
+  mb.async_acquire([&](zkasio::error_code ec, lock l) { b_granted.set_value({ec, std::move(l)}); });
+  auto b_lock = b_granted.get_future();
+  // A's release: its exists goes to the server, its answer is held.
+  proxy.hold_replies();
+  auto exists_before = proxy.requests_forwarded(ZOO_EXISTS_OP);
+  std::promise<zkasio::error_code> released;
+  held.async_release([&](zkasio::error_code ec) { released.set_value(ec); });
+  REQUIRE(poll_until([&] { return proxy.requests_forwarded(ZOO_EXISTS_OP) > exists_before; }, 10s));
+  // A's lock strand kept busy while the answer comes in, the session ends,
+  // B takes the node and A's next session connects.
+  std::promise<void> free_strand, strand_busy;
+  asio::post(ma.get_executor(), [&] {
+    strand_busy.set_value();
+    free_strand.get_future().wait();
+  });
+  strand_busy.get_future().wait();
+  // A read of A's own after the exists: answered, it says the exists' answer
+  // (A's node) was read before it, on A's session's strand.
+  std::promise<void> read_after;
+  a.async_exists("/", [&](zkasio::error_code, std::optional<node_stat>) { read_after.set_value(); });
+  REQUIRE(poll_until([&] { return proxy.requests_forwarded(ZOO_EXISTS_OP) > exists_before + 1; }, 10s));
+  proxy.pass();
+  REQUIRE(read_after.get_future().wait_for(10s) == std::future_status::ready);
+  proxy.refuse_connections(true);
+  proxy.drop_now();
+  REQUIRE(b_lock.wait_for(20s) == std::future_status::ready);  // A expired, B granted
+  auto [b_ec, b_held] = b_lock.get();
+  REQUIRE(!b_ec);
+  lost_signal_log b_lost(io);
+  b_lost.watch(b_held);
+  proxy.refuse_connections(false);
+  REQUIRE(poll_until([&] { return a.state() == session_state::connected && a.generation() != first_generation; }, 20s));
+  free_strand.set_value();
+  auto done = released.get_future();
+  REQUIRE(done.wait_for(20s) == std::future_status::ready);
+  CHECK(done.get() == error::lock_lost);
+  // B's node is still there, and B still holds.
+  auto st = asio::co_spawn(io, b.async_exists(path, use_awaitable), asio::use_future).get();
+  REQUIRE(st);
+  CHECK(st->ephemeral_owner == b.id());
+  CHECK_FALSE(b_held.lost());
+  asio::co_spawn(io, b_held.async_release(use_awaitable), asio::use_future).get();
+  asio::co_spawn(io, a.async_close(use_awaitable), asio::use_future).get();
+  asio::co_spawn(io, b.async_close(use_awaitable), asio::use_future).get();
 }
 
 TEST_CASE("a follower that lost its quorum answers on, but the lost signal is not late") {
@@ -736,6 +860,50 @@ TEST_CASE_FIXTURE(proxied_server, "requeue_on_expiry: a waiter whose session exp
     co_await w.held.async_release();
     CHECK(co_await settles_at(holder, "/requeue", 0));
   }(), 30s);
+}
+
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a create decided as the connection went waits for the next one, its listing fails meanwhile: the node is found, granted") {
+  // The acquire's wait for the connection ends (connected); before it is
+  // read (its lock strand kept busy) the connection goes again: the create
+  // it then decides waits for the next connection with no deadline of its
+  // own, the listing after it fails at once (read_retry_timeout 0 here).
+  // Before: the acquire failed with connection_loss, though its session
+  // lived on. Now it finds its node once connected.
+  io_threads threads(io, 2);
+  auto path = unique_path("create-parked");
+  mutex m(s, path);
+  asio::co_spawn(io, waiter_connected(), asio::use_future).get();
+  auto generation = s.generation();
+  proxy.refuse_connections(true);
+  proxy.drop_now();
+  REQUIRE(poll_until([&] { return s.state() == session_state::suspended; }, 10s));
+  std::promise<std::pair<zkasio::error_code, lock>> acquired;
+  m.async_acquire([&](zkasio::error_code ec, lock l) { acquired.set_value({ec, std::move(l)}); });
+  // The acquire waits for the connection; its lock strand is then kept busy.
+  std::promise<void> free_strand, strand_busy;
+  asio::post(m.get_executor(), [&] {
+    strand_busy.set_value();
+    free_strand.get_future().wait();
+  });
+  strand_busy.get_future().wait();
+  proxy.refuse_connections(false);
+  REQUIRE(poll_until([&] { return s.state() == session_state::connected; }, 10s));
+  proxy.refuse_connections(true);
+  proxy.drop_now();
+  REQUIRE(poll_until([&] { return s.state() == session_state::suspended; }, 10s));
+  free_strand.set_value();  // connected (it reads): create, while cut off
+  auto outcome = acquired.get_future();
+  proxy.refuse_connections(false);
+  REQUIRE(outcome.wait_for(20s) == std::future_status::ready);
+  auto [ec, held] = outcome.get();
+  CHECK(!ec);
+  CHECK(s.generation() == generation);
+  CHECK(held.held());
+  auto nodes = asio::co_spawn(io, lock_nodes(holder, path), asio::use_future).get();
+  CHECK(nodes.size() == 1);
+  if (held) asio::co_spawn(io, held.async_release(use_awaitable), asio::use_future).get();
+  s.async_close(asio::use_future).get();
+  holder.async_close(asio::use_future).get();
 }
 
 TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a lost create reply, then the connection lost again while the node is looked up: the acquire rides through") {

@@ -302,6 +302,66 @@ TEST_CASE("session expiry: pending operations fail, a new session starts, genera
   }());
 }
 
+TEST_CASE("a pinned write is refused unsent once its ZooKeeper session has ended: at submit, and after it waited for the connection") {
+  // Each kind of write (create, set_data, remove, multi), pinned to the
+  // first ZooKeeper session: submitted while it waits for a server and the
+  // session then expires, it fails; submitted once the next session
+  // connects, it fails at once; nothing of it reaches the server. Pinned to
+  // the session it is sent in, a write goes.
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 1s));
+  session observer(io, test_options(servers.hosts(), 10s));
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create("/pinned-mine", "", create_options{create_mode::ephemeral}, use_awaitable);
+    co_await observer.async_create("/pinned-data", "before", use_awaitable);
+    auto first = s.pinned();
+    REQUIRE(s.generation() == 0);
+    // Each kind of write through `view`, with its outcome.
+    auto writes = [&](session& view, std::string tag) -> awaitable<std::vector<zkasio::error_code>> {
+      using asio::experimental::as_tuple;
+      std::vector<zkasio::error_code> outcomes;
+      auto [create_ec, made] = co_await view.async_create("/pinned-created-" + tag, "", as_tuple(use_awaitable));
+      outcomes.push_back(create_ec);
+      auto [set_ec, st] = co_await view.async_set_data("/pinned-data", tag, as_tuple(use_awaitable));
+      outcomes.push_back(set_ec);
+      auto [remove_ec] = co_await view.async_remove("/pinned-data", as_tuple(use_awaitable));
+      outcomes.push_back(remove_ec);
+      std::vector<multi_op> ops;  // (not a braced list in a co_await: g++ 12 miscompiles it)
+      ops.push_back(op::create{"/pinned-multi-" + tag, "", create_options{}});
+      auto [multi_ec, results] = co_await view.async_multi(std::move(ops), as_tuple(use_awaitable));
+      outcomes.push_back(multi_ec);
+      co_return outcomes;
+    };
+    // Cut off: the writes wait for the connection, then the session expires.
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await reach(s, session_state::suspended));
+    std::optional<std::vector<zkasio::error_code>> parked;
+    asio::co_spawn(io, writes(first, "parked"), [&](std::exception_ptr, std::vector<zkasio::error_code> r) { parked = r; });
+    co_await observer.async_wait_deleted("/pinned-mine", use_awaitable);  // expired on the server
+    proxy.refuse_connections(false);
+    co_await s.async_connect(use_awaitable);
+    REQUIRE(s.generation() == 1);
+    REQUIRE(co_await eventually([&] { return parked.has_value(); }));
+    for (auto& ec : *parked) CHECK(ec == zk_error::session_expired);
+    // Submitted in the next session, pinned to the first: at once.
+    auto late = co_await writes(first, "late");
+    for (auto& ec : late) CHECK(ec == zk_error::session_expired);
+    // Nothing of them reached the server.
+    auto [data_ec, data] = co_await observer.async_get_data("/pinned-data", asio::experimental::as_tuple(use_awaitable));
+    CHECK(!data_ec);
+    CHECK(data.data == "before");
+    std::vector<std::string> never_made{"/pinned-created-parked", "/pinned-created-late", "/pinned-multi-parked",
+                                        "/pinned-multi-late"};
+    for (auto& path : never_made) CHECK_FALSE(co_await observer.async_exists(path, use_awaitable));
+    // Pinned to the session they are sent in, they go.
+    auto current = s.pinned();
+    for (auto& ec : co_await writes(current, "now")) CHECK(!ec);
+  }());
+}
+
 TEST_CASE("without reconnect_on_expiry an expired session stays expired") {
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));

@@ -297,7 +297,7 @@ class simulation final : public acquire_world {
       if (!queue_rule::of(mine.kind).in_queue(e.kind) || !queue_rule::of(mine.kind).blocks(mine.kind, e.kind) ||
           name == exempt)
         continue;
-      if (!sessions_[e.session].connected) return {below_result::relist, {}};
+      if (!sessions_[e.session].connected) return {below_result::relist, name};
       return {below_result::node, name};
     }
     return {};
@@ -327,11 +327,11 @@ class simulation final : public acquire_world {
     if (o_.trace) r_.trace += std::to_string(r_.steps) + " " + what + "\n";
   }
   static const char* name_of(const fa::action& a) {
-    static const char* names[] = {"connect", "create_and_list", "list", "sync", "look_up", "make_parents", "wait_gone", "keep_waiting", "grant", "fail"};
+    static const char* names[] = {"connect", "create_and_list", "list", "sync", "confirm", "look_up", "make_parents", "wait_gone", "keep_waiting", "grant", "fail"};
     return names[a.index()];
   }
   static const char* name_of(const ra::action& a) {
-    static const char* names[] = {"connect", "take_turn", "create", "look_up", "sync", "remove_own", "watch", "make_parents", "granted", "fail"};
+    static const char* names[] = {"connect", "take_turn", "create", "look_up", "sync", "confirm", "remove_own", "watch", "make_parents", "granted", "fail"};
     return names[a.index()];
   }
   static const char* name_of(const la::action& a) {
@@ -339,7 +339,7 @@ class simulation final : public acquire_world {
     return names[a.index()];
   }
   static const char* name_of(const rw::action& a) {
-    static const char* names[] = {"list", "sync", "watch", "connect", "granted", "fail"};
+    static const char* names[] = {"list", "confirm", "watch", "connect", "granted", "fail"};
     return names[a.index()];
   }
   static const char* name_of(const af::action& a) {
@@ -347,10 +347,10 @@ class simulation final : public acquire_world {
     return names[a.index()];
   }
   static const char* name_of(const sim::event& e) {
-    static const char* fair[] = {"connected", "created_and_listed", "listed", "synced", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
-    static const char* race[] = {"connected", "turn_taken", "created", "looked_up", "synced", "removed", "gone", "parents_made"};
+    static const char* fair[] = {"connected", "created_and_listed", "listed", "synced", "confirmed", "looked_up", "parents_made", "gone", "own_checked", "own_gone"};
+    static const char* race[] = {"connected", "turn_taken", "created", "looked_up", "synced", "confirmed", "removed", "gone", "parents_made"};
     static const char* flow[] = {"handed", "connected", "attempt_ended", "stopped"};
-    static const char* room[] = {"listed", "synced", "changed", "connected", "mutex_lost"};
+    static const char* room[] = {"listed", "confirmed", "changed", "connected", "mutex_lost"};
     if (auto* f = std::get_if<fa::event>(&e)) return fair[f->index()];
     if (auto* r = std::get_if<ra::event>(&e)) return race[r->index()];
     if (auto* w = std::get_if<rw::event>(&e)) return room[w->index()];
@@ -592,6 +592,8 @@ class simulation final : public acquire_world {
         reply(who, run, fa::listed{{}, known_view(listing(kind))}, fails);
       });
     }
+    if (std::holds_alternative<fa::confirm>(a))
+      return answer(who, fa::confirmed{}, [](zkasio::error_code ec) -> fa::event { return fa::confirmed{ec}; });
     if (std::holds_alternative<fa::sync>(a)) {
       return answer(who, fa::synced{}, [](zkasio::error_code ec) -> fa::event { return fa::synced{ec}; });
     }
@@ -685,6 +687,8 @@ class simulation final : public acquire_world {
     }
     if (std::holds_alternative<ra::sync>(a))
       return answer(who, ra::synced{}, [](zkasio::error_code ec) -> ra::event { return ra::synced{ec}; });
+    if (std::holds_alternative<ra::confirm>(a))
+      return answer(who, ra::confirmed{}, [](zkasio::error_code ec) -> ra::event { return ra::confirmed{ec}; });
     if (auto* r = std::get_if<ra::remove_own>(&a)) {
       // (delete_node asks again after a cut, and a retry that finds it gone
       // counts as deleted; the session over, its node went: lock_lost.)
@@ -883,8 +887,8 @@ class simulation final : public acquire_world {
         reply(who, run, std::move(l), fails);
       });
     }
-    if (std::holds_alternative<rw::sync>(a))
-      return answer(who, rw::synced{}, [](zkasio::error_code ec) -> rw::event { return rw::synced{ec}; });
+    if (std::holds_alternative<rw::confirm>(a))
+      return answer(who, rw::confirmed{}, [](zkasio::error_code ec) -> rw::event { return rw::confirmed{ec}; });
     if (std::holds_alternative<rw::connect>(a))
       return answer(who, rw::connected{}, [](zkasio::error_code ec) -> rw::event { return rw::connected{ec}; });
     if (auto* w = std::get_if<rw::watch>(&a)) {

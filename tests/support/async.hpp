@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zkasio/error_code.hpp>
 
 namespace zkasio::test {
@@ -116,5 +118,26 @@ bool poll_until(Predicate holds, std::chrono::milliseconds timeout) {
   }
   return true;
 }
+
+// Runs `io` on `count` threads of its own until destroyed, which lets the
+// io_context's run() return (once the objects on it are closed) and joins
+// them: for a test whose body, on the main thread, keeps one strand busy
+// while the others go on.
+class io_threads {
+ public:
+  io_threads(asio::io_context& io, int count) : work_(io.get_executor()) {
+    for (int i = 0; i < count; ++i) threads_.emplace_back([&io] { io.run(); });
+  }
+  ~io_threads() {
+    work_.reset();
+    for (auto& t : threads_) t.join();
+  }
+  io_threads(const io_threads&) = delete;
+  io_threads& operator=(const io_threads&) = delete;
+
+ private:
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::vector<std::thread> threads_;
+};
 
 }  // namespace zkasio::test

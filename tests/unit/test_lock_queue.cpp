@@ -463,18 +463,20 @@ class fake_core final : public session_core {
   void next_generation() { ++generation_; }
   void connect(completion_ptr<>) override {}
   void wait_state_change(session_state, completion_ptr<session_state>) override {}
-  void create(std::string, std::string, create_options, completion_ptr<created>) override {}
-  void remove(std::string, std::int32_t, completion_ptr<>) override {}
+  void create(std::string, std::string, create_options, std::optional<std::uint64_t>, completion_ptr<created>) override {}
+  void remove(std::string, std::int32_t, std::optional<std::uint64_t>, completion_ptr<>) override {}
   void exists(std::string, completion_ptr<std::optional<node_stat>>) override {}
   void get_data(std::string, completion_ptr<node_data>) override {}
-  void set_data(std::string, std::string, std::int32_t, completion_ptr<node_stat>) override {}
+  void set_data(std::string, std::string, std::int32_t, std::optional<std::uint64_t>, completion_ptr<node_stat>) override {}
   void get_children(std::string, completion_ptr<children>) override {}
   void sync(std::string, completion_ptr<>) override {}
-  void multi(std::vector<multi_op>, completion_ptr<std::vector<op_result>>) override {}
+  void multi(std::vector<multi_op>, std::optional<std::uint64_t>, completion_ptr<std::vector<op_result>>) override {}
   void wait_deleted(std::string, completion_ptr<>) override {}
   void wait_data_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
   void wait_children_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
   void add_auth(std::string, std::string, completion_ptr<>) override {}
+  void confirm_contact(completion_ptr<>) override {}
+  clock::duration contact_lag() const override { return {}; }
   void close(completion_ptr<>) override {}
   void abandon() override {}
 };
@@ -521,6 +523,25 @@ TEST_CASE("known nodes: a walk down the nodes below mine, skipping those of sess
   // Expired: its nodes are gone.
   known.session_ended(ref_of(mine_core), true);
   CHECK(known.size() == 0);
+}
+
+TEST_CASE("known nodes: a session whose object is gone says nothing of its nodes; the walk lists again, naming it") {
+  // (Closed while disconnected, its nodes live until the server expires it.
+  // Before, such an entry was dropped as gone, and a waiter below it granted.)
+  asio::io_context io;
+  auto mine_core = std::make_shared<fake_core>(io.get_executor());
+  auto other_core = std::make_shared<fake_core>(io.get_executor());
+  known_nodes known;
+  auto n1 = parsed(node(uuid_b, "0000000001")), me = parsed(node(uuid_a, "0000000002"));
+  known.add(n1, ref_of(other_core));
+  known.add(me, ref_of(mine_core));
+  other_core.reset();
+  auto below = known.below(me);
+  CHECK(below.what == known_nodes::below_result::relist);
+  CHECK(below.name == n1.name);
+  CHECK(known.size() == 2);
+  known.gone(n1.name);  // a listing, or a watch, told
+  CHECK(known.below(me).what == known_nodes::below_result::first);
 }
 
 TEST_CASE("known nodes: a reader's walk passes readers by, a writer's stops at them") {

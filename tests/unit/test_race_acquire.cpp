@@ -206,15 +206,17 @@ TEST_CASE("a lost create reply: the node found owned by its session is granted; 
   CHECK(failure<ra>(refused.resume(ra::created{no_auth}, now())) == no_auth);
 }
 
-TEST_CASE("a create or a look answered too late to be sure of the session: looked up again until sure") {
+TEST_CASE("a create or a look answered too late to be sure of the session: the contact confirmed, looked up again until sure") {
   auto fsm = creating();
-  auto next = fsm.resume(ra::created{{}, owned_by(my_session)}, now(false));
+  REQUIRE(std::holds_alternative<ra::confirm>(fsm.resume(ra::created{{}, owned_by(my_session)}, now(false))));
+  auto next = fsm.resume(ra::confirmed{}, now());
   REQUIRE(std::holds_alternative<ra::connect>(next));
   CHECK(!std::get<ra::connect>(next).after);
   REQUIRE(std::holds_alternative<ra::sync>(fsm.resume(ra::connected{}, now())));
   REQUIRE(std::holds_alternative<ra::look_up>(fsm.resume(ra::synced{}, now())));
   // Still too old: again.
-  CHECK(std::holds_alternative<ra::connect>(fsm.resume(ra::looked_up{{}, owned_by(my_session)}, now(false))));
+  CHECK(std::holds_alternative<ra::confirm>(fsm.resume(ra::looked_up{{}, owned_by(my_session)}, now(false))));
+  CHECK(std::holds_alternative<ra::connect>(fsm.resume(ra::confirmed{}, now())));
   REQUIRE(std::holds_alternative<ra::sync>(fsm.resume(ra::connected{}, now())));
   REQUIRE(std::holds_alternative<ra::look_up>(fsm.resume(ra::synced{}, now())));
   CHECK(std::holds_alternative<ra::granted>(fsm.resume(ra::looked_up{{}, owned_by(my_session)}, now())));

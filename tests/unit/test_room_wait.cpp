@@ -101,15 +101,15 @@ TEST_CASE("the session expired: its leases went with it (session_expired), which
   CHECK(failure<rw>(watching.resume(rw::changed{expired}, now())) == expired);
 }
 
-TEST_CASE("room on replies too old to be sure of the session: a sync, then a listing, then granted") {
+TEST_CASE("room on replies too old to be sure of the session: the contact confirmed, then a listing, then granted") {
   auto fsm = started();
-  CHECK(std::holds_alternative<rw::sync>(fsm.resume(rw::listed{{}, {mine}, 1}, now(false))));
-  CHECK(std::holds_alternative<rw::list>(fsm.resume(rw::synced{}, now())));
+  CHECK(std::holds_alternative<rw::confirm>(fsm.resume(rw::listed{{}, {mine}, 1}, now(false))));
+  CHECK(std::holds_alternative<rw::list>(fsm.resume(rw::confirmed{}, now())));
   CHECK(std::holds_alternative<rw::granted>(fsm.resume(rw::listed{{}, {mine}, 1}, now())));
-  // A sync's failure is met by the listing after it.
-  auto failed_sync = started();
-  REQUIRE(std::holds_alternative<rw::sync>(failed_sync.resume(rw::listed{{}, {mine}, 1}, now(false))));
-  CHECK(std::holds_alternative<rw::list>(failed_sync.resume(rw::synced{cut_off()}, now())));
+  // A confirmation's failure is met by the listing after it.
+  auto failed_confirm = started();
+  REQUIRE(std::holds_alternative<rw::confirm>(failed_confirm.resume(rw::listed{{}, {mine}, 1}, now(false))));
+  CHECK(std::holds_alternative<rw::list>(failed_confirm.resume(rw::confirmed{cut_off()}, now())));
   // No grant can ever be sure: why, at once.
   auto never = started();
   rw::look unsure{generation, false, make_error_code(error::invalid_safety_margin), false};
@@ -127,13 +127,13 @@ TEST_CASE("the semaphore's mutex lost: the wait ends with lock_lost, at every st
   // While a listing was in flight that shows room: granted (the count is right).
   auto room = started();
   CHECK(std::holds_alternative<rw::granted>(room.resume(rw::listed{{}, {mine}, 1}, now(true, true))));
-  // While waiting for the connection, or syncing: before it lists again.
+  // While waiting for the connection, or for the contact's confirmation: before it lists again.
   auto connecting = started();
   REQUIRE(std::holds_alternative<rw::connect>(connecting.resume(rw::listed{cut_off()}, now())));
   CHECK(failure<rw>(connecting.resume(rw::connected{}, now(true, true))) == error::lock_lost);
-  auto syncing = started();
-  REQUIRE(std::holds_alternative<rw::sync>(syncing.resume(rw::listed{{}, {mine}, 1}, now(false))));
-  CHECK(failure<rw>(syncing.resume(rw::synced{}, now(true, true))) == error::lock_lost);
+  auto confirming = started();
+  REQUIRE(std::holds_alternative<rw::confirm>(confirming.resume(rw::listed{{}, {mine}, 1}, now(false))));
+  CHECK(failure<rw>(confirming.resume(rw::confirmed{}, now(true, true))) == error::lock_lost);
   // Lost before it started: it never lists.
   rw before({.names = {mine}, .generation = generation, .max = 2});
   CHECK(failure<rw>(before.start(now(true, true))) == error::lock_lost);
@@ -145,5 +145,5 @@ TEST_CASE("an event the last action did not ask for is the runner's broken promi
   CHECK(failure<rw>(fsm.resume(rw::listed{{}, {mine}, 1}, now())) == error::internal_error);  // finished
   auto watching = started();
   REQUIRE(std::holds_alternative<rw::watch>(watching.resume(rw::listed{{}, {lease_a, lease_b, mine}, 9}, now())));
-  CHECK(failure<rw>(watching.resume(rw::synced{}, now())) == error::internal_error);
+  CHECK(failure<rw>(watching.resume(rw::confirmed{}, now())) == error::internal_error);
 }

@@ -59,6 +59,11 @@ class session_core {
     return clock::time_point(clock::duration(last_contact_.load(std::memory_order_acquire)));
   }
   bool authenticated() const noexcept { return authenticated_.load(std::memory_order_acquire); }
+  // How much later than a request's answer the leader may learn of the
+  // session's contact through a follower (src/session/contact_tracker.hpp):
+  // no answer certifies a contact sooner than this after it. Safe from any
+  // thread.
+  virtual clock::duration contact_lag() const = 0;
   // Counts the connections made (a handshake answered): when it changes, the
   // events of the connection before may have come in any order after it (the
   // server answers a re-sent watch at once if its node changed meanwhile,
@@ -71,25 +76,28 @@ class session_core {
     return failure_;
   }
 
-  // Operations: on the strand.
+  // Operations: on the strand. A write's `pin` (session::pinned): the
+  // generation it was decided in; refused with session_expired, unsent, once
+  // that ZooKeeper session has ended.
   virtual void connect(completion_ptr<> done) = 0;
   virtual void wait_state_change(session_state known, completion_ptr<session_state> done) = 0;
-  virtual void create(std::string path, std::string data, create_options options,
+  virtual void create(std::string path, std::string data, create_options options, std::optional<std::uint64_t> pin,
                       completion_ptr<created> done) = 0;
-  virtual void remove(std::string path, std::int32_t version, completion_ptr<> done) = 0;
+  virtual void remove(std::string path, std::int32_t version, std::optional<std::uint64_t> pin, completion_ptr<> done) = 0;
   virtual void exists(std::string path, completion_ptr<std::optional<node_stat>> done) = 0;
   virtual void get_data(std::string path, completion_ptr<node_data> done) = 0;
-  virtual void set_data(std::string path, std::string data, std::int32_t version,
+  virtual void set_data(std::string path, std::string data, std::int32_t version, std::optional<std::uint64_t> pin,
                         completion_ptr<node_stat> done) = 0;
   virtual void get_children(std::string path, completion_ptr<children> done) = 0;
   virtual void sync(std::string path, completion_ptr<> done) = 0;
-  virtual void multi(std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) = 0;
+  virtual void multi(std::vector<multi_op> ops, std::optional<std::uint64_t> pin, completion_ptr<std::vector<op_result>> done) = 0;
   virtual void wait_deleted(std::string path, completion_ptr<> done) = 0;
   virtual void wait_data_changed(std::string path, std::int32_t known_version,
                                  completion_ptr<event_type> done) = 0;
   virtual void wait_children_changed(std::string path, std::int32_t known_cversion,
                                      completion_ptr<event_type> done) = 0;
   virtual void add_auth(std::string scheme, std::string credentials, completion_ptr<> done) = 0;
+  virtual void confirm_contact(completion_ptr<> done) = 0;
   virtual void close(completion_ptr<> done) = 0;
   // Closes in the background once the owner is gone (the session's destructor).
   virtual void abandon() = 0;

@@ -39,7 +39,7 @@ class engine_world final : public acquire_world {
     auto found = m_.known->below(mine, exempt);
     switch (found.what) {
       case known_nodes::below_result::first: return {};
-      case known_nodes::below_result::relist: return {below_result::relist, {}};
+      case known_nodes::below_result::relist: return {below_result::relist, std::move(found.name)};
       case known_nodes::below_result::node: break;
     }
     return {below_result::node, std::move(found.name)};
@@ -79,7 +79,11 @@ std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m
     name += who.downgrade_of->substr(who.downgrade_of->find(write) + write.size());  // its sequence
     mode.mode = create_mode::ephemeral;
   }
-  m->s.async_create(m->full(name), data, std::move(mode),
+  // Pinned to the session the create was decided in: the machine read its
+  // generation here, on this strand; the session's strand, where it goes
+  // next, may be in the next session by then (and its node, in no
+  // contender's sight, would then stand in the queue: wedged).
+  m->s.pinned(fsm.generation()).async_create(m->full(name), data, std::move(mode),
                      asio::bind_executor(m->strand, [m, reply, owner = m->session_in(fsm.generation()),
                                                      beside = std::string(fsm.exempt())](error_code ec,
                                                                                          created made) {
@@ -209,13 +213,16 @@ class contender_run : public machine_run<contender_run>, public known_nodes::gon
     if (std::holds_alternative<fa::list>(next)) return list();
     if (std::holds_alternative<fa::sync>(next))
       return m_->s.async_sync(m_->path, reply([](error_code ec) -> fa::event { return fa::synced{ec}; }));
+    if (std::holds_alternative<fa::confirm>(next))
+      return m_->s.async_confirm_contact(reply([](error_code ec) -> fa::event { return fa::confirmed{ec}; }));
     if (auto* l = std::get_if<fa::look_up>(&next))
       return m_->s.async_exists(m_->full(l->name), reply([](error_code ec, std::optional<node_stat> st) -> fa::event {
                                   return fa::looked_up{ec, st};
                                 }));
     if (std::holds_alternative<fa::make_parents>(next)) {
       // (Parents are shared containers: nothing to undo when stopped.)
-      return spawn(create_parents(*m_, m_->path), [](error_code ec) -> fa::event { return fa::parents_made{ec}; });
+      return spawn(create_parents(*m_, m_->path, fsm_->generation()),
+                   [](error_code ec) -> fa::event { return fa::parents_made{ec}; });
     }
     if (auto* w = std::get_if<fa::wait_gone>(&next)) {
       if (w->watch_own) watch_own();

@@ -42,9 +42,9 @@ std::chrono::steady_clock::time_point sure_until(const engine_state& m) {
 // Whether a grant may be made now. Not past sure_until: the replies that
 // decided it may have waited (this process paused, or a reply held up)
 // while the server expired the session and granted the next in line. Then
-// the acquire asks again after a sync sent now: its answer, which comes
-// through the leader, moves last_contact (a read's answer does not: a
-// follower answers reads alone). Also for reentry: a hold past sure_until
+// the acquire asks again once the session's contact is confirmed since
+// (session::async_confirm_contact: a sync, and another a tick after its
+// answer, which certifies it). Also for reentry: a hold past sure_until
 // may be lost, whether or not its monitor has said so yet.
 bool session_sure(const engine_state& m) { return std::chrono::steady_clock::now() < sure_until(m); }
 
@@ -55,10 +55,14 @@ bool hold_sure(const hold& h) {
 }
 
 // Why no grant can ever be sure (session_sure), if none can: a margin not
-// below the timeout. (Asked when a grant was not sure: such a margin would
-// have the acquire look again for ever.)
+// below the timeout less the contact's lag (a confirmed contact is at least
+// that old when it is confirmed, but just after a handshake). (Asked when a
+// grant was not sure: such a margin would have the acquire look again for
+// ever.)
 error_code never_sure(const engine_state& m) {
-  if (m.options.safety_margin < m.s.negotiated_timeout()) return {};
+  auto core = m.core.lock();
+  auto lag = core ? core->contact_lag() : std::chrono::steady_clock::duration{};
+  if (m.options.safety_margin + lag < m.s.negotiated_timeout()) return {};
   return make_error_code(error::invalid_safety_margin);
 }
 
@@ -264,7 +268,7 @@ void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
   // (The completion keeps h, and so the name delete_node views.)
-  asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->czxid),
+  asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->generation, h->czxid),
                  [h, was_lost, done = std::move(done)](std::exception_ptr e, error_code ec) {
                    if (e) ec = code_of(e);
                    h->stop_monitor.emit(asio::cancellation_type::terminal);
@@ -330,8 +334,9 @@ awaitable<std::tuple<error_code, own_node>> check_own_node(std::shared_ptr<engin
     if (auto refusal = own_node_refusal(stat, id)) co_return refused(refusal);
     if (session_sure(*m)) co_return std::make_tuple(error_code{}, own_node{*stat, generation, std::move(turn)});
     if (auto never = never_sure(*m)) co_return refused(never);
-    // (A sync's answer comes through the leader: it moves last_contact.)
-    auto [again] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+    // (A sync's answer alone would not move last_contact: a follower's
+    // answer is certified only by another a tick later, contact_tracker.hpp.)
+    auto [again] = co_await s.async_confirm_contact(as_tuple(use_awaitable));
     if (again) co_return refused(again);
   }
 }

@@ -147,7 +147,8 @@ awaitable<std::tuple<error_code>> revoke(std::shared_ptr<engine_state> state, st
   auto name = std::string_view(node).substr(dir.size());
   if (auto parsed = parse_lock_node(name); !parsed || !queue_rule::of(state->family).in_queue(parsed->kind))
     co_return std::make_tuple(make_error_code(error::not_held));
-  auto [ec, st] = co_await state->s.async_set_data(node, revoke_message, as_tuple(use_awaitable));
+  // (Pinned to the session it was asked in, as every write of the engine.)
+  auto [ec, st] = co_await state->s.pinned().async_set_data(node, revoke_message, as_tuple(use_awaitable));
   if (ec == zk_error::no_node) ec = make_error_code(error::not_held);
   co_return std::make_tuple(ec);
 }

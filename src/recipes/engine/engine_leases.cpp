@@ -94,8 +94,8 @@ class lease_op final : public machine_run<lease_op> {
       return m_->s.async_get_children(m_->path, reply([](error_code ec, children kids) -> rw::event {
                                         return rw::listed{ec, std::move(kids.names), kids.stat.cversion};
                                       }));
-    if (std::holds_alternative<rw::sync>(next))
-      return m_->s.async_sync(m_->path, reply([](error_code ec) -> rw::event { return rw::synced{ec}; }));
+    if (std::holds_alternative<rw::confirm>(next))
+      return m_->s.async_confirm_contact(reply([](error_code ec) -> rw::event { return rw::confirmed{ec}; }));
     if (auto* c = std::get_if<rw::connect>(&next))
       return connect(c->after, [](error_code ec) -> rw::event { return rw::connected{ec}; });
     // Until the children change, or the mutex may be lost (mutex_watch).

@@ -77,11 +77,15 @@ awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec
 //
 // The race recipes' node (`name` empty) is one path that every holder
 // creates in turn: it is deleted only while it is still this session's and,
-// when `czxid` is known, the same incarnation. (Only an operator's delete and
-// another session's create between that check and the delete escape it.)
+// when `czxid` is known, the same incarnation. The delete is pinned to the
+// node's session: decided on an exists answered in it, it is never sent in
+// the session that follows an expiry, where another session's node may be
+// at the path by then. (Only an operator's delete and another session's
+// create between that check and the delete, in one session, escape it.)
 awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name,
-                                       std::int64_t owner_id, std::int64_t czxid) {
+                                  std::int64_t owner_id, std::uint64_t generation, std::int64_t czxid) {
   auto& s = m->s;
+  auto pinned = s.pinned(generation);
   for (bool retry = false;; retry = true) {
     if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
       m->known->gone(name);
@@ -94,7 +98,7 @@ awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_v
       if (!ec && (!st || st->ephemeral_owner != owner_id || (czxid != 0 && st->czxid != czxid)))
         co_return retry ? error_code{} : error_code(error::lock_lost);
     }
-    if (!ec) std::tie(ec) = co_await s.async_remove(m->full(name), as_tuple(use_awaitable));
+    if (!ec) std::tie(ec) = co_await pinned.async_remove(m->full(name), as_tuple(use_awaitable));
     // (Closed while disconnected, a session's nodes live until it expires.)
     if (!ec || ec == zk_error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
     if (!ec || (ec == zk_error::no_node && retry)) co_return error_code{};
@@ -128,11 +132,12 @@ acl node_acl(const engine_state& m) {
 }
 
 // Creates `path` and its parents when missing, as containers.
-awaitable<error_code> create_parents(engine_state& m, const std::string& path) {
+awaitable<error_code> create_parents(engine_state& m, const std::string& path, std::uint64_t generation) {
   const create_options container(create_mode::container, node_acl(m));
+  auto pinned = m.s.pinned(generation);
   for (auto slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     auto parent = path.substr(0, slash);
-    auto [ec, made] = co_await m.s.async_create(parent, "", container, as_tuple(use_awaitable));
+    auto [ec, made] = co_await pinned.async_create(parent, "", container, as_tuple(use_awaitable));
     if (ec && ec != zk_error::node_exists) co_return ec;
     if (slash == std::string::npos) co_return error_code{};
   }
@@ -148,7 +153,7 @@ bool ride_through(error_code ec, const session& s, const attempt& a) {
 // again (in the same session; parents are shared containers: nothing to
 // undo).
 awaitable<error_code> make_parents(std::shared_ptr<engine_state> m, std::string path, const attempt& a) {
-  auto ec = co_await create_parents(*m, path);
+  auto ec = co_await create_parents(*m, path, a.generation);
   if (!ride_through(ec, m->s, a)) co_return ec;
   if (auto connect_ec = co_await until_retry(m, ec)) co_return connect_ec;
   co_return m->s.generation() == a.generation ? error_code{} : error_code(zk_error::session_expired);
@@ -229,7 +234,7 @@ awaitable<error_code> remove_attempt_node(std::shared_ptr<engine_state> m, attem
     if (auto ec = std::get<0>(*found)) co_return ec == zk_error::session_expired ? error_code{} : ec;
   }
   if (a.gone) co_return error_code{};
-  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner);
+  co_return co_await delete_node(m, a.node.name, a.stat.ephemeral_owner, a.generation);
 }
 
 // The path's parent and the node's name in it.

@@ -16,20 +16,22 @@ awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
 // After a request failed with `ec` (retryable; or none yet): once it may be
 // asked again (connected; after a busy answer, a pause first).
 awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec);
-// Deletes `name`, a node of the ephemeral owner `owner_id` (the race
-// recipes' node when empty, and then only the incarnation `czxid` if known),
-// retried while that session lives; lock_lost when it was gone already.
-// `name` is viewed, not copied: its owner (the hold, the attempt in the
-// caller's frame, or a literal) outlives the deletion.
+// Deletes `name`, a node of the ephemeral owner `owner_id`, made in the
+// session's `generation` (the race recipes' node when empty, and then only
+// the incarnation `czxid` if known), retried while that session lives, and
+// never sent in another (session::pinned); lock_lost when it was gone
+// already. `name` is viewed, not copied: its owner (the hold, the attempt
+// in the caller's frame, or a literal) outlives the deletion.
 awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name, std::int64_t owner_id,
-                                       std::int64_t czxid = 0);
+                                  std::uint64_t generation, std::int64_t czxid = 0);
 attempt fresh_attempt(const engine_state& m, const acquire_request& request);
 // The node of its own owner that does not block an attempt (a downgrade's).
 std::string_view exempt(const attempt& a);
 // The ACL of the nodes the engine creates.
 acl node_acl(const engine_state& m);
-// Creates `path` and its parents when missing, as containers.
-awaitable<error_code> create_parents(engine_state& m, const std::string& path);
+// Creates `path` and its parents when missing, as containers, in the
+// session's `generation` (session_expired once it has ended).
+awaitable<error_code> create_parents(engine_state& m, const std::string& path, std::uint64_t generation);
 // Whether the acquire rides through `ec`: the connection lost or the server
 // busy, in the attempt's session.
 bool ride_through(error_code ec, const session& s, const attempt& a);

@@ -108,13 +108,15 @@ void detail::start_guarded_multi(const std::shared_ptr<engine_state>& engine, st
       return done->complete(make_error_code(error::lock_lost), {});
     ops.insert(ops.begin(), op::check{hold.node, any_version});
     // A cancellation completes `done` at once; the multi, sent, goes on (as a
-    // session's write does).
-    hold.engine->s.async_multi(
+    // session's write does). Pinned to the hold's session: once that has
+    // ended, it is refused unsent.
+    hold.engine->s.pinned(hold.generation).async_multi(
         std::move(ops), asio::bind_executor(hold.engine->strand, [done = std::move(done)](
                                                                  error_code ec, std::vector<op_result> results) {
-          // The check failed: the node is gone, so the lock was lost.
-          if (ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node)
-            ec = make_error_code(error::lock_lost);
+          // The check failed: the node is gone, so the lock was lost; so it
+          // was if the hold's session ended before the multi could go.
+          bool checked_gone = ec == zk_error::no_node && !results.empty() && results.front().error == zk_error::no_node;
+          if (checked_gone || ec == zk_error::session_expired) ec = make_error_code(error::lock_lost);
           done->complete(ec, std::move(results));
         }));
   });

@@ -42,7 +42,7 @@ awaitable<error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt 
   auto [ec, mine] = co_await find_race_node(m, a);
   if (ec == zk_error::session_expired) co_return error_code{};  // it went with its session
   if (ec || !mine) co_return ec;
-  co_return co_await delete_node(m, "", mine->ephemeral_owner, a.stat.czxid ? a.stat.czxid : mine->czxid);
+  co_return co_await delete_node(m, "", mine->ephemeral_owner, a.generation, a.stat.czxid ? a.stat.czxid : mine->czxid);
 }
 
 }  // namespace
@@ -89,7 +89,7 @@ void race_run::act(race_acquire::action next) {
   if (auto* t = std::get_if<ra::take_turn>(&next)) return take_turn(t->wait);
   if (std::holds_alternative<ra::create>(next)) {
     a_.submitted = true;
-    return m_->s.async_create(m_->path, node_data(), create_options(create_mode::ephemeral, node_acl(*m_)),
+    return m_->s.pinned(a_.generation).async_create(m_->path, node_data(), create_options(create_mode::ephemeral, node_acl(*m_)),
                               reply([](error_code ec, created made) -> ra::event { return ra::created{ec, made.stat}; }));
   }
   if (std::holds_alternative<ra::look_up>(next))
@@ -98,8 +98,11 @@ void race_run::act(race_acquire::action next) {
                               }));
   if (std::holds_alternative<ra::sync>(next))
     return m_->s.async_sync(m_->path, reply([](error_code ec) -> ra::event { return ra::synced{ec}; }));
+  if (std::holds_alternative<ra::confirm>(next))
+    return m_->s.async_confirm_contact(reply([](error_code ec) -> ra::event { return ra::confirmed{ec}; }));
   if (auto* r = std::get_if<ra::remove_own>(&next))
-    return spawn(delete_node(m_, "", r->owner, r->czxid), [](error_code ec) -> ra::event { return ra::removed{ec}; });
+    return spawn(delete_node(m_, "", r->owner, a_.generation, r->czxid),
+                 [](error_code ec) -> ra::event { return ra::removed{ec}; });
   if (std::holds_alternative<ra::watch>(next))
     return m_->s.async_wait_deleted(m_->path, reply([](error_code ec) -> ra::event { return ra::gone{ec}; }));
   // (Parents are shared containers: nothing to undo when stopped.)

@@ -180,10 +180,10 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
                                    },
                                    broken},
                         e);
-    case stage::sure_sync:
+    case stage::sure_confirm:
       // Decided on replies too old to be sure of the session: look again
-      // after the sync (whose error, if any, the listing meets again).
-      return std::visit(overloaded{[&](const synced& s) { return relist(s.ec); }, broken}, e);
+      // once it is confirmed (an error, if any, the listing meets again).
+      return std::visit(overloaded{[&](const confirmed& c) { return relist(c.ec); }, broken}, e);
     case stage::finished:
       break;
   }
@@ -191,9 +191,17 @@ fair_acquire::action fair_acquire::resume(event e, acquire_world& world) {
 }
 
 fair_acquire::action fair_acquire::on_created(created_and_listed&& e, acquire_world& world) {
-  // (Cancelled, or the listing refused at once: the runner deletes by uuid.
-  // A listing answered before the create: the order relied on broke.)
-  if (!e.replied) return failed(e.list_ec ? e.list_ec : code(error::internal_error));
+  if (!e.replied) {
+    // The listing ended before the create's reply. Cut off, in its session:
+    // the create waits for the connection with no deadline of its own, where
+    // the listing had read_retry_timeout; it may still go, or have gone, so
+    // the node is found by its uuid once connected, as after a lost reply
+    // (a disconnection the session survives costs the acquire nothing).
+    // Else (refused at once, or the order relied on broke) the runner
+    // deletes by uuid.
+    if (e.list_ec && rides_through(e.list_ec, world)) return find(e.list_ec);
+    return failed(e.list_ec ? e.list_ec : code(error::internal_error));
+  }
   node_ = std::move(e.node);
   stat_ = e.stat;
   if (!e.create_ec) {
@@ -253,6 +261,12 @@ fair_acquire::action fair_acquire::decide_on(error_code ec, std::shared_ptr<cons
   if (rides_through(ec, world) && !node_.name.empty()) return relist(ec);
   if (ec) return failed(ec);
   if (auto ended = ended_with_session(world)) return *ended;
+  if (!unsure_below_.empty()) {
+    bool shown = std::any_of(view->nodes.begin(), view->nodes.end(),
+                             [&](const lock_node& n) { return n.name == unsure_below_; });
+    if (!shown) world.gone(unsure_below_);
+    unsure_below_.clear();
+  }
   auto verdict = decide(*view, node_, exempt());
   view.reset();  // a waiter keeps no listing: there may be thousands of both
   switch (verdict.what) {
@@ -330,7 +344,9 @@ fair_acquire::action fair_acquire::on_gone(error_code ec, acquire_world& world) 
     // Mine may be gone too: checked, unless its watch was sure (its
     // deletion would have come first).
     case acquire_world::below_result::first: return check(!own_sure, world);
-    case acquire_world::below_result::relist: return relist({});
+    case acquire_world::below_result::relist:
+      unsure_below_ = std::move(next.name);
+      return relist({});
     case acquire_world::below_result::node: break;
   }
   return wait_for(std::move(next.name), world);
@@ -363,8 +379,8 @@ fair_acquire::action fair_acquire::after_downgrade(acquire_world& world) {
   if (auto ended = ended_with_session(world)) return *ended;
   if (!world.sure()) {
     if (auto never = world.never_sure()) return failed(never);
-    stage_ = stage::sure_sync;
-    return sync{};
+    stage_ = stage::sure_confirm;
+    return confirm{};
   }
   return finish(grant{});
 }

@@ -20,8 +20,8 @@
 // - before a grant: its own node still there (after a wait, or for an
 //   election's candidate), a downgrade's write node and its own read node
 //   listed after a sync, its session not ended since the attempt began,
-//   and replies recent enough to be sure of the session (else a sync and
-//   another look);
+//   and replies recent enough to be sure of the session (else the
+//   session's contact confirmed since, and another look);
 // - a failure the acquire rides through (the connection lost, the server
 //   busy, in the same session): wait for the connection (a pause after a
 //   busy answer) and list again; a try (one look) does not.
@@ -66,6 +66,8 @@ class acquire_world {
   // known_nodes: whether `name` is a node of the acquire's session (of
   // `generation`), what is below `mine`, a node known gone, a node of ours.
   virtual bool here(std::string_view name, std::uint64_t generation) const = 0;
+  // What is below `mine` (known_nodes::below): a node to wait for, or
+  // `name` that may be gone (relist), or nothing.
   struct below_result {
     enum { first, node, relist } what = first;
     std::string name{};
@@ -110,6 +112,7 @@ class fair_acquire {
   };
   struct listed { error_code ec; std::shared_ptr<const queue_view> view; };
   struct synced { error_code ec; };
+  struct confirmed { error_code ec; };  // the session's contact confirmed since it was asked
   struct looked_up { error_code ec; std::optional<node_stat> stat; };  // an exists' reply
   struct parents_made { error_code ec; };
   struct gone { error_code ec; };  // the node waited for went (or the wait failed)
@@ -118,8 +121,8 @@ class fair_acquire {
   // stage: out of the wait they change nothing.
   struct own_checked { error_code ec; std::optional<node_stat> stat; };
   struct own_gone { error_code ec; };
-  using event = std::variant<connected, created_and_listed, listed, synced, looked_up, parents_made, gone,
-                             own_checked, own_gone>;
+  using event = std::variant<connected, created_and_listed, listed, synced, confirmed, looked_up, parents_made,
+                             gone, own_checked, own_gone>;
 
   // ----------------------------------------------------------------- actions
   // Wait until it may ask again: connected, and after a busy server's answer
@@ -131,6 +134,9 @@ class fair_acquire {
   struct create_and_list {};
   struct list {};
   struct sync {};
+  // Wait until the leader is known to have seen the session since now
+  // (session::async_confirm_contact).
+  struct confirm {};
   struct look_up { std::string name; };  // exists
   struct make_parents {};
   // Wait for `name` to go: in this process (`here`), else by a watch. With
@@ -150,8 +156,8 @@ class fair_acquire {
   struct keep_waiting {};  // nothing more to do: what is pending stands
   struct grant {};
   struct fail { error_code ec; };
-  using action = std::variant<connect, create_and_list, list, sync, look_up, make_parents, wait_gone, keep_waiting,
-                              grant, fail>;
+  using action = std::variant<connect, create_and_list, list, sync, confirm, look_up, make_parents, wait_gone,
+                              keep_waiting, grant, fail>;
 
   explicit fair_acquire(contender c) : c_(std::move(c)) {}
 
@@ -197,7 +203,7 @@ class fair_acquire {
     verifying,         // its own node still there, before a grant
     downgrade_sync,    // a downgrade's nodes: a sync,
     downgrade_look,    //   then a listing that shows both still there
-    sure_sync,         // a sync before a grant decided on old replies
+    sure_confirm,      // the session confirmed before a grant decided on old replies
     finished,
   };
 
@@ -236,6 +242,10 @@ class fair_acquire {
   std::size_t found_at_ = 0;
   std::string predecessor_{};
   bool relist_after_ = false;
+  // The known node a walk down met and could not tell gone (its session not
+  // connected, or its object destroyed): the listing that follows, which
+  // shows every node before mine, tells (gone if it does not show it).
+  std::string unsure_below_{};
   bool predecessor_here_ = false;
   // The watch on its own node: none, asked (its exists not answered yet),
   // or sure (set, and the node was there after it).

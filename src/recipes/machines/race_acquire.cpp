@@ -67,6 +67,7 @@ race_acquire::action race_acquire::on_created(const created& c, const look& now)
   if (!c.ec) {
     if (auto ended = ended_with_session(now)) return *ended;
     if (now.sure) return finish(granted{c.stat});
+    return confirm_session(now);
   }
   if (c.ec == zk_error::node_exists && !checked_own_) {
     stage_ = stage::own_look;
@@ -79,10 +80,8 @@ race_acquire::action race_acquire::on_created(const created& c, const look& now)
     stage_ = stage::parents;
     return make_parents{};
   }
-  if (c.ec && (c.ec != condition::retryable || one_look_)) return failed(c.ec);
-  // The create may have taken effect (its reply lost), or did but its reply
-  // came too late to be sure of the session.
-  return find(c.ec);
+  if (c.ec != condition::retryable || one_look_) return failed(c.ec);
+  return find(c.ec);  // the create may have taken effect (its reply lost)
 }
 
 // With this session's turn, a node of this session is nobody's (one whose
@@ -125,8 +124,13 @@ race_acquire::action race_acquire::on_found(const looked_up& l, const look& now)
   if (!l.stat || l.stat->ephemeral_owner != session_id_) return create_node(now);  // not made, or not this session's
   if (auto ended = ended_with_session(now)) return *ended;  // (as on_created)
   if (now.sure) return finish(granted{*l.stat});
+  return confirm_session(now);
+}
+
+race_acquire::action race_acquire::confirm_session(const look& now) {
   if (now.never_sure) return failed(now.never_sure);
-  return find({});  // a look too old to be sure of the session: looked up again
+  stage_ = stage::confirming;
+  return confirm{};
 }
 
 race_acquire::action race_acquire::on_connected(error_code ec, const look& now) {
@@ -189,6 +193,10 @@ race_acquire::action race_acquire::resume(const event& e, const look& now) {
       break;
     case stage::find_look:
       if (auto* l = std::get_if<looked_up>(&e)) return on_found(*l, now);
+      break;
+    case stage::confirming:
+      // (Its error, if any, the look that follows meets again.)
+      if (auto* c = std::get_if<confirmed>(&e)) return find(c->ec);
       break;
     case stage::finished:
       break;

@@ -14,10 +14,10 @@
 //   (a try: busy);
 // - no parent: the parents are made (at most 3 times: a container may go
 //   again);
-// - a create that may have taken effect (its reply lost), or did but was
-//   answered too late to be sure of the session: the node looked up (after
-//   a sync) until a look is recent enough; owned by this session: granted;
-//   not there: created again;
+// - a create that may have taken effect (its reply lost): the node looked up
+//   (after a sync); owned by this session: granted; not there: created
+//   again; made, but answered too late to be sure of the session: looked up
+//   again once the session's contact is confirmed since;
 // - a failure it rides through (the connection lost, the server busy, in
 //   the same session; a try does not): wait for the connection and go on;
 //   a later session: session_expired.
@@ -52,10 +52,11 @@ class race_acquire {
   struct created { error_code ec; node_stat stat{}; };
   struct looked_up { error_code ec; std::optional<node_stat> stat{}; };  // the node at the path
   struct synced { error_code ec; };
+  struct confirmed { error_code ec; };     // the session's contact confirmed since it was asked
   struct removed { error_code ec; };       // a node of this session deleted (delete_node's answer)
   struct gone { error_code ec; };          // the node watched was deleted (or the watch failed)
   struct parents_made { error_code ec; };  // make_parents' answer
-  using event = std::variant<connected, turn_taken, created, looked_up, synced, removed, gone, parents_made>;
+  using event = std::variant<connected, turn_taken, created, looked_up, synced, confirmed, removed, gone, parents_made>;
 
   // ----------------------------------------------------------------- actions
   // Wait until it may ask again: connected, and after a busy server's answer
@@ -66,6 +67,9 @@ class race_acquire {
   struct create {};   // the EPHEMERAL node at the path
   struct look_up {};  // exists of the path
   struct sync {};
+  // Wait until the leader is known to have seen the session since now
+  // (session::async_confirm_contact).
+  struct confirm {};
   // Delete the node of this session at the path, the incarnation `czxid`
   // (delete_node, which retries while the session lives).
   struct remove_own { std::int64_t owner = 0; std::int64_t czxid = 0; };
@@ -73,7 +77,8 @@ class race_acquire {
   struct make_parents {};  // the path's parents, as containers
   struct granted { node_stat stat; };
   struct fail { error_code ec; };
-  using action = std::variant<connect, take_turn, create, look_up, sync, remove_own, watch, make_parents, granted, fail>;
+  using action =
+      std::variant<connect, take_turn, create, look_up, sync, confirm, remove_own, watch, make_parents, granted, fail>;
 
   // `one_look`: a try (busy at once, no riding through).
   explicit race_acquire(bool one_look) : one_look_(one_look) {}
@@ -107,6 +112,7 @@ class race_acquire {
     find_connect,   // a create maybe made: connected again,
     find_sync,      //   then a sync,
     find_look,      //   then the node at the path, its owner
+    confirming,     // made, on replies too old to be sure of the session: confirmed, then found
     finished,
   };
 
@@ -120,6 +126,9 @@ class race_acquire {
   action others_node();
   action find(error_code after);
   action on_found(const looked_up& l, const look& now);
+  // Made, but the replies too old to be sure of the session: once it is
+  // confirmed, looked up again.
+  action confirm_session(const look& now);
   action on_connected(error_code ec, const look& now);
   action finish(action a);
   action failed(error_code ec) { return finish(fail{ec}); }

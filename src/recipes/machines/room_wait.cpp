@@ -34,9 +34,9 @@ room_wait::action room_wait::resume(const event& e, const look& now) {
     case stage::listing:
       if (auto* l = std::get_if<listed>(&e)) return on_listed(*l, now);
       break;
-    case stage::syncing:
-      // (A sync's error is met again by the listing that follows.)
-      if (std::holds_alternative<synced>(e)) return list_again(now);
+    case stage::confirming:
+      // (Its error is met again by the listing that follows.)
+      if (std::holds_alternative<confirmed>(e)) return list_again(now);
       break;
     case stage::connecting:
       if (auto* c = std::get_if<connected>(&e)) return c->ec ? finish(fail{c->ec}) : list_again(now);
@@ -65,8 +65,10 @@ room_wait::action room_wait::on_listed(const listed& l, const look& now) {
     case room_verdict::granted:
       if (now.sure) return finish(granted{});
       if (now.never_sure) return finish(fail{now.never_sure});
-      stage_ = stage::syncing;  // the listing too old (session_sure): listed again after a sync
-      return sync{};
+      // The listing too old (session_sure): listed again once the session
+      // is confirmed since now.
+      stage_ = stage::confirming;
+      return confirm{};
     case room_verdict::wait:
       break;
   }

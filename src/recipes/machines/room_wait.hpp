@@ -5,7 +5,8 @@
 //
 // What it decides (the rule itself is lease_rule::room_for, queue_rule.hpp):
 // - list the leases; room, and the session sure (session_sure): granted;
-//   room on replies too old to be sure of the session: sync, list again;
+//   room on replies too old to be sure of the session: the contact confirmed
+//   (session::async_confirm_contact), list again;
 //   no room: watch the children from the listing's cversion (a try: busy);
 //   one of its own leases gone (an operator, its session): lock_lost.
 // - a lost connection in the leases' own session (not for a try): wait
@@ -54,20 +55,20 @@ class room_wait {
     std::vector<std::string> children{};
     std::int32_t cversion = 0;
   };
-  struct synced { error_code ec; };
+  struct confirmed { error_code ec; };  // the session's contact confirmed (async_confirm_contact)
   struct changed { error_code ec; };    // the children's watch fired (or failed)
   struct connected { error_code ec; };  // the wait for the connection (and a pause) ended
   struct mutex_lost {};                      // while watching: the semaphore's mutex may be lost
-  using event = std::variant<listed, synced, changed, connected, mutex_lost>;
+  using event = std::variant<listed, confirmed, changed, connected, mutex_lost>;
 
   // ----------------------------------------------------------------- actions
   struct list {};
-  struct sync {};
+  struct confirm {};  // wait for a contact after now (async_confirm_contact)
   struct watch { std::int32_t cversion = 0; };  // until the children change from `cversion`, or mutex_lost
   struct connect { error_code after; };   // as fair_acquire's connect
   struct granted {};
   struct fail { error_code ec; };
-  using action = std::variant<list, sync, watch, connect, granted, fail>;
+  using action = std::variant<list, confirm, watch, connect, granted, fail>;
 
   explicit room_wait(leases mine) : mine_(std::move(mine)) {}
 
@@ -79,7 +80,7 @@ class room_wait {
   bool finished() const noexcept { return stage_ == stage::finished; }
 
  private:
-  enum class stage { listing, syncing, watching, connecting, finished };
+  enum class stage { listing, confirming, watching, connecting, finished };
 
   action list_again(const look& now);
   action on_listed(const listed& l, const look& now);

@@ -9,10 +9,11 @@ bool session_ref::same_as(const session_ref& other) const {
   return generation == other.generation && !core.owner_before(other.core) && !other.core.owner_before(core);
 }
 
-bool session_ref::alive() const {
+bool session_ref::nodes_gone() const {
+  // (A session object destroyed says nothing: closed while disconnected, its
+  // nodes live until the server expires it.)
   auto c = core.lock();
-  if (!c || c->generation() != generation) return false;
-  return c->state() != session_state::expired;
+  return c && (c->generation() != generation || c->state() == session_state::expired);
 }
 
 bool session_ref::ended() const {
@@ -108,7 +109,7 @@ known_nodes::below_result known_nodes::below(const lock_node& mine, std::string_
       --it;
       if (!sequence_before(it->first.first, mine.sequence)) break;
       cursor = it->first;
-      if (!it->second.owner.alive()) {
+      if (it->second.owner.nodes_gone()) {
         erase(it, woken);  // gone with its session
         continue;
       }

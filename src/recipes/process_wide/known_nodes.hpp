@@ -15,12 +15,18 @@
 //   that contender's listing: it is known before it exists, see lock_engine).
 // - An entry is removed only when its node is known to be gone: its owner
 //   deleted it (or found it gone), a watcher saw it deleted, or its session
-//   is over (expired or closed: every ephemeral node of it is gone). So "not
-//   here" is only ever believed of a node that is gone; an entry may still be
-//   a node that is gone without this process knowing yet (an operator deleted
-//   it).
+//   has expired (every ephemeral node of it is gone), or a contender's
+//   listing, which shows every node of its queue made before its own (it was
+//   answered after its own node was made), does not show it. So "not here"
+//   is only ever believed of a node that is gone; an entry may still be a
+//   node that is gone without this process knowing yet (an operator deleted
+//   it). A session object destroyed proves nothing (closed while
+//   disconnected, its nodes live until the server expires it): a walk that
+//   meets its entry lists again (below: relist), and the listing tells.
 // - Every way an acquire or a hold ends removes its entry (after its node's
-//   deletion, or once its session is over): nothing stays after its owner.
+//   deletion, or once its session is over), but a session closed while
+//   disconnected, whose entries stay until a listing or a watch shows the
+//   nodes gone.
 // - When a session ends (expires, or is closed), every mutex on it says so
 //   (session_ended): the local waits on its nodes end at once, whatever their
 //   owners do; an expired session's entries go (its nodes are gone), a closed
@@ -66,10 +72,11 @@ struct session_ref {
   std::uint64_t generation = 0;
 
   bool same_as(const session_ref& other) const;
-  // False once that ZooKeeper session expired: its nodes are all gone. (A
-  // closed one's may live on: closed while disconnected, until it expires;
-  // so may those of one whose authentication failed.)
-  bool alive() const;
+  // True once that ZooKeeper session is known to have expired: its nodes are
+  // all gone. (A closed one's may live on: closed while disconnected, until
+  // it expires; so may those of one whose authentication failed, and those
+  // of a session whose object was destroyed: nothing tells.)
+  bool nodes_gone() const;
   // Connected in that generation: its nodes are gone only if deleted.
   bool connected() const;
   // Expired, closed, or its authentication failed: no waiter of it goes on.
@@ -96,7 +103,9 @@ class known_nodes {
   // it (its recipe's rule, queue_rule.hpp; not `exempt`), for a walk down the queue
   // (entries of sessions that are over are dropped on the way).
   struct below_result {
-    enum { first, node, relist } what = first;  // relist: a session not connected is below
+    // relist: `name`, of a session not connected (or whose object is gone),
+    // is below: it may be gone without this process knowing.
+    enum { first, node, relist } what = first;
     std::string name{};
     session_ref owner{};
   };
