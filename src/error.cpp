@@ -64,6 +64,9 @@ const char* describe(error e) noexcept {
       return "the lock's safety_margin is not below its session's negotiated timeout less the servers' tick "
              "(session_options::server_tick_time): every lock would be lost as it is granted (make it smaller, "
              "or the session timeout longer)";
+    case error::invalid_policy:
+      return "lost_policy::on_expiry is for a node held with async_hold_node: a lock recipe would hold past the "
+             "moment its lock may be lost (use before_expiry or on_suspend)";
     case error::unexpected_reply: return "the server answered as no ZooKeeper server does";
     case error::internal_error: return "zkasio failed inside (an exception, or a broken invariant)";
     case error::not_connected:
@@ -112,6 +115,7 @@ std::error_condition condition_of(error e) noexcept {
     case error::invalid_lease_count:
     case error::not_fenced:
     case error::invalid_safety_margin:
+    case error::invalid_policy:
     case error::not_own_node:
       return condition::caller_fault;
     default:
@@ -171,6 +175,7 @@ std::optional<std::errc> generic_of(error e) noexcept {
     case error::invalid_path:
     case error::invalid_lease_count:
     case error::invalid_safety_margin:
+    case error::invalid_policy:
       return std::errc::invalid_argument;
     default: return std::nullopt;
   }

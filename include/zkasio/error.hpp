@@ -68,6 +68,7 @@ enum class error : int {
   not_zookeeper,         // a server answered the handshake as no ZooKeeper server does (session::failure() names
                          // it): the session ended
   not_own_node,          // async_hold_node: the node is not an EPHEMERAL node of this session (persistent, or another's)
+  invalid_policy,        // lost_policy::on_expiry given to a lock recipe: it would hold past the moment it may be lost
 };
 
 const std::error_category& zookeeper_category() noexcept;

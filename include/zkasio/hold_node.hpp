@@ -18,6 +18,10 @@
 // Of lock_options, `policy`, `safety_margin` and `observer` apply (the
 // observer hears granted, with no wait, lost and released); `data`, `node_acl`
 // and `requeue_on_expiry` do not (nothing is created, nothing waits).
+// For a node whose life is its session's (presence), lost_policy::on_expiry
+// (lost only when the session is over or the node deleted, never during a
+// disconnection) and lock::async_leave (the hold ends, the node stays the
+// session's); the lock recipes refuse on_expiry.
 //
 //   async_hold_node(session, node, [options])   void(error_code, lock)
 //

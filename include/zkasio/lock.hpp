@@ -83,6 +83,13 @@ enum class lost_policy {
   on_suspend,     // at once (as Curator's docs advise)
   before_expiry,  // at the last moment the server could not yet have expired the
                   // session: last contact + negotiated timeout - safety margin
+  // Only once the session is over (expired, closed) or the node deleted or
+  // revoked: never while the session may live, however long a
+  // disconnection. For a node whose life is its session's (presence,
+  // membership) held with async_hold_node; never for a lock, which would be
+  // held past the moment it may be lost: the lock recipes refuse it with
+  // invalid_policy.
+  on_expiry,
 };
 
 // zkasio::mutex's in-process handoff (mutex_options::local_handoff): how long
@@ -211,6 +218,9 @@ struct grant;
 // as every start of the engine does (lock_engine.hpp).
 void start_wait_lost(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g, completion_ptr<> done);
 void start_release(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g, completion_ptr<> done);
+void start_leave(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g, completion_ptr<> done);
+// Whether `engine` holds a node of the user's own recipe (async_hold_node).
+bool holds_own_node(const std::shared_ptr<engine_state>& engine);
 void start_guarded_multi(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
                          std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done);
 // A strand, type-erased: over an io_context's own executor when the session
@@ -305,9 +315,10 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
   // was gone, or it had been revoked or may have been lost under the policy),
   // not_held if this lock was released already or never held. A delete hit
   // by a connection loss goes on while the session lives, also after a
-  // cancellation of the wait (terminal or partial: operation_aborted at once);
-  // a retried delete that finds the node gone counts as released (the first
-  // one took effect). The grant is taken when the operation starts, not
+  // cancellation of the wait (terminal or partial: operation_aborted at once)
+  // and after the lock may be lost meanwhile (the policy's deadline, the
+  // session's end: lock_lost at once); a retried delete that finds the node
+  // gone counts as released (the first one took effect). The grant is taken when the operation starts, not
   // when it is made: a deferred release (asio::experimental::deferred)
   // releases when it is launched, and this lock must live until then.
   template <class Token = default_token>
@@ -316,6 +327,23 @@ class [[nodiscard("a lock discarded is released at once")]] lock {
         [](auto handler, lock* self) {
           self->launch(std::move(handler), detail::write_cancellation, &detail::start_release,
                        std::exchange(self->grant_, {}));
+        },
+        token, this);
+  }
+
+  // Lets go of a node held with async_hold_node without deleting it: the
+  // node stays the session's, until the session ends or someone deletes it
+  // (a presence node whose life is its session's), and this lock holds
+  // nothing from then on (its lost signal no longer fires). Completes with
+  // not_held if this lock was released already or never held, not_own_node
+  // for a lock recipe's lock, which keeps it (its node left would block the
+  // queue until its session ended: release it). void(error_code)
+  template <class Token = default_token>
+  auto async_leave(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [](auto handler, lock* self) {
+          auto g = detail::holds_own_node(self->engine_) ? std::exchange(self->grant_, {}) : self->grant_;
+          self->launch(std::move(handler), detail::write_cancellation, &detail::start_leave, std::move(g));
         },
         token, this);
   }
@@ -392,7 +420,9 @@ asio::awaitable<Result, Executor> run_body(const lock& held, Body& body) {
 // before it could, and is aborted at its next wait the moment the lock may
 // be lost. Throws what the acquire throws; lock_lost (system_error) if the
 // lock was lost before or during the body (also when the body completed
-// meanwhile); otherwise what the body throws.
+// meanwhile), at once when the body ends, the node's delete going on in the
+// background (it may wait for the connection); otherwise what the body
+// throws.
 // The loss reaches the body as a handler posted to its executor (an
 // asio::any_io_executor caller's is a strand made over it; a caller of
 // another executor type must be on a strand or a one-threaded io_context).
@@ -433,21 +463,29 @@ auto with_hold(asio::awaitable<lock, detail::body_executor_t<Body>> acquire, Bod
   } catch (...) {
     failure = std::current_exception();
   }
-  // Lost before or during the body: said so whatever else happened (a
-  // caller's cancellation too). The release starts though the caller may be
-  // cancelled (Asio would refuse the co_await), and the caller's setting is
-  // put back after. It is not bound to the caller's cancellation: a second
-  // cancellation would end its wait before the reply that may say the lock
-  // was lost.
+  // Lost before or during the body: said so at once, whatever else
+  // happened (a caller's cancellation too). Otherwise the release, awaited:
+  // it starts though the caller may be cancelled (Asio would refuse the
+  // co_await), and the caller's setting is put back after. It is not bound
+  // to the caller's cancellation: a second cancellation would end its wait
+  // before the reply that may say the lock was lost. It says lock_lost at
+  // once if the lock may be lost while its delete waits.
   bool lost = held.lost();
-  error_code released;
   auto where = "with_lock " + held.node();  // (the release empties `held`)
+  if (lost) {
+    // Ended because the lock may be lost (or lost as it ended): said at
+    // once. Its node goes in the background (the lock's end releases it),
+    // once the session lets it: a release would wait for the connection.
+    held = lock{};
+    throw system_error(make_error_code(error::lock_lost), where);
+  }
+  error_code released;
   bool throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
   co_await asio::this_coro::throw_if_cancelled(false);
   co_await held.async_release(asio::bind_cancellation_slot(
       asio::cancellation_slot(), asio::redirect_error(asio::use_awaitable_t<executor_type>{}, released)));
   co_await asio::this_coro::throw_if_cancelled(throws_if_cancelled);
-  if (lost || released == error::lock_lost) throw system_error(make_error_code(error::lock_lost), where);
+  if (released == error::lock_lost) throw system_error(make_error_code(error::lock_lost), where);
   if (failure) std::rethrow_exception(failure);
   if (released) throw system_error(released, where);
   if constexpr (!std::is_void_v<result_type>) co_return std::move(*result);

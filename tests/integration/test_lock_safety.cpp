@@ -27,6 +27,7 @@
 #include <future>
 #include <thread>
 #include <zkasio/mutex.hpp>
+#include <zkasio/election.hpp>
 #include <zkasio/race_mutex.hpp>
 
 #include "recipes/process_wide/known_nodes.hpp"
@@ -1510,6 +1511,82 @@ TEST_CASE("a lost signal handler that drops its own grant hides the loss from no
     auto [c_ec] = co_await c.async_release(as_tuple(use_awaitable));
     CHECK(c_ec == error::lock_lost);
   }());
+}
+
+TEST_CASE_FIXTURE(proxied_server, "with_lock and with_leadership whose body ended at the loss say lock_lost at once, while cut off; the node goes once reconnected") {
+  // The body runs until the lock may be lost (on_suspend: the cut). Before,
+  // the helper then waited for its release, which waited for a connection:
+  // a leader that had stopped leading was told so only once a server
+  // answered again (7 s later in a new user's service).
+  session s(io, test_options(proxy.address(), 10s));
+  session observer(io, test_options(servers.hosts()));
+  for (bool leadership : {false, true}) {
+    CAPTURE(leadership);
+    auto path = unique_path("with-ends-at-loss");
+    mutex m(s, path, {.policy = lost_policy::on_suspend});
+    election e(s, path, election_mode::fair, {.policy = lost_policy::on_suspend});
+    run(io, [&]() -> awaitable<void> {
+      co_await s.async_connect();
+      auto body = [&]() -> awaitable<void> {
+        proxy.refuse_connections(true);
+        proxy.drop_now();
+        asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
+        co_await forever.async_wait(use_awaitable);
+      };
+      std::optional<zkasio::error_code> outcome;
+      session_state state_at_end = session_state::connected;
+      test_event ended(io.get_executor());
+      auto handler = [&](std::exception_ptr ep) {
+        try {
+          if (ep) std::rethrow_exception(ep);
+          outcome.emplace();
+        } catch (const zkasio::system_error& x) {
+          outcome = x.code();
+        }
+        state_at_end = s.state();
+        ended.count();
+      };
+      if (leadership) asio::co_spawn(io, with_leadership(e, "me", body), handler);
+      else asio::co_spawn(io, with_lock(m, body), handler);
+      REQUIRE(co_await ended.wait(10s));
+      CHECK(*outcome == error::lock_lost);
+      CHECK(state_at_end != session_state::connected);  // told while still cut off
+      proxy.refuse_connections(false);
+      CHECK(co_await settles_at(observer, path, 0, 20s, leadership ? queue_family::election : queue_family::mutex));
+    }(), 60s);
+  }
+}
+
+TEST_CASE_FIXTURE(proxied_server, "a release whose delete waits for the connection says lock_lost the moment the lock may be lost; the delete goes on") {
+  // Released while cut off (before_expiry): the delete waits; the policy's
+  // deadline comes (last_contact + timeout - margin): the release says
+  // lock_lost then, still cut off. A lock lost before its release says so at
+  // once. Both nodes go once the session is back.
+  session s(io, test_options(proxy.address(), 2s));
+  session observer(io, test_options(servers.hosts()));
+  auto path = unique_path("release-waits");
+  mutex m(s, path), other(s, path + "-2", {.policy = lost_policy::on_suspend});
+  run(io, [&]() -> awaitable<void> {
+    auto held = co_await m.async_acquire();
+    auto lost_first = co_await other.async_acquire();
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await eventually([&] { return s.state() == session_state::suspended; }));
+    // on_suspend: lost already; its release says so at once.
+    CHECK(co_await error_of([&](auto t) { return lost_first.async_release(t); }) == error::lock_lost);
+    std::optional<zkasio::error_code> released;
+    session_state state_then = session_state::connected;
+    held.async_release([&](zkasio::error_code ec) {
+      released = ec;
+      state_then = s.state();
+    });
+    REQUIRE(co_await eventually([&] { return released.has_value(); }, 10s));
+    CHECK(*released == error::lock_lost);
+    CHECK(state_then != session_state::connected);
+    proxy.refuse_connections(false);
+    CHECK(co_await settles_at(observer, path, 0));
+    CHECK(co_await settles_at(observer, path + "-2", 0));
+  }(), 30s);
 }
 
 TEST_CASE("with_lock: the caller's cancellation reaches the body") {

@@ -1013,6 +1013,59 @@ TEST_CASE("async_hold_node: a node of the user's own recipe held as a lock (fenc
   }());
 }
 
+TEST_CASE_FIXTURE(proxied_server, "async_hold_node for presence: on_expiry keeps the hold through a cut the session survives; async_leave lets go of it, the node left to its session") {
+  // A new user's membership: under the default policy a server restart
+  // that the session survived said lost, and releasing the hold deleted the
+  // node (the instance vanished from every view for 50 ms). Beside the
+  // presence node, a node held under before_expiry (a 3 s margin) shows that
+  // the cut outlasted what that policy tolerates.
+  session s(io, test_options(proxy.address(), 10s));
+  session other(io, test_options(servers.hosts(), 10s));
+  auto node = unique_path("presence"), strict = unique_path("presence-strict");
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_create(node, "me", create_options(create_mode::ephemeral), use_awaitable);
+    co_await s.async_create(strict, "", create_options(create_mode::ephemeral), use_awaitable);
+    auto generation = s.generation();
+    // (Named, not temporaries in a co_await: the g++ 12 caveat, session.md.)
+    lock_options presence{.policy = lost_policy::on_expiry}, tight{.safety_margin = 3s};
+    auto present = co_await async_hold_node(s, node, presence, use_awaitable);
+    auto guarded = co_await async_hold_node(s, strict, tight, use_awaitable);
+    lost_signal_log lost(io), strict_lost(io);
+    lost.watch(present);
+    strict_lost.watch(guarded);
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await strict_lost.fired.wait(15s));  // before_expiry would have said lost by now
+    proxy.refuse_connections(false);
+    co_await s.async_connect(use_awaitable);
+    CHECK(s.generation() == generation);  // the session lived
+    CHECK_FALSE(lost.fired.happened());
+    CHECK_FALSE(present.lost());
+    co_await guarded.async_release(asio::experimental::as_tuple(use_awaitable));
+    // Let go without deleting it: the node is the session's, as before.
+    CHECK(co_await error_of([&](auto t) { return present.async_leave(t); }) == zkasio::error_code{});
+    CHECK_FALSE(present.held());
+    CHECK(co_await other.async_exists(node, use_awaitable));
+    CHECK(co_await error_of([&](auto t) { return present.async_leave(t); }) == error::not_held);
+    // A lock recipe's lock is not left: its node would block the queue.
+    mutex m(s, node + "-lock");
+    auto held = co_await m.async_acquire(use_awaitable);
+    CHECK(co_await error_of([&](auto t) { return held.async_leave(t); }) == error::not_own_node);
+    CHECK(held.held());
+    co_await held.async_release(use_awaitable);
+    // And on_expiry is refused by the lock recipes.
+    zkasio::error_code refusal;
+    try {
+      mutex wrong(s, node + "-lock", {.policy = lost_policy::on_expiry});
+    } catch (const zkasio::system_error& e) {
+      refusal = e.code();
+    }
+    CHECK(refusal == error::invalid_policy);
+    co_await s.async_close(use_awaitable);
+    CHECK_FALSE(co_await other.async_exists(node, use_awaitable));  // gone with its session
+  }(), 60s);
+}
+
 TEST_CASE_FIXTURE(holder_and_proxied_waiter,
                   "async_hold_node cancelled while its check's reply is held: operation_aborted at once, and the node stays the caller's") {
   auto node = unique_path("hold-node-cancelled");

@@ -43,7 +43,7 @@ TEST_CASE("zkasio's own errors have a category of their own, apart from ZooKeepe
                        error::lock_timeout,        error::would_deadlock,    error::invalid_lease_count,
                        error::not_fenced,          error::invalid_safety_margin, error::unexpected_reply,
                        error::internal_error,      error::not_connected,     error::unresolvable_host,
-                       error::not_zookeeper,       error::not_own_node};
+                       error::not_zookeeper,       error::not_own_node,      error::invalid_policy};
   std::set<std::string> messages;
   for (auto e : own) {
     std::error_code ec = e;
@@ -136,6 +136,7 @@ TEST_CASE("codes compare equal to the portable code (std::errc) that means the s
       {error::invalid_path, std::errc::invalid_argument},
       {error::invalid_lease_count, std::errc::invalid_argument},
       {error::invalid_safety_margin, std::errc::invalid_argument},
+      {error::invalid_policy, std::errc::invalid_argument},
       {zk_error::no_node, std::errc::no_such_file_or_directory},
       {zk_error::node_exists, std::errc::file_exists},
       {zk_error::not_empty, std::errc::directory_not_empty},

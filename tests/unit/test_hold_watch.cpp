@@ -47,6 +47,16 @@ TEST_CASE("the connection drops, the session lives: before_expiry keeps the lock
   CHECK(eager.judge(at(start + 1s)).why == loss::none);
 }
 
+TEST_CASE("on_expiry (a presence node's): a disconnection and the sure time are no loss; the session's end is") {
+  session_watch watch(generation, true, lost_policy::on_expiry);
+  auto v = watch.judge(at(sure_until + 1h, session_state::suspended));
+  CHECK(v.why == loss::none);
+  CHECK(v.look_again == session_watch::time_point::max());  // only a change of state counts
+  CHECK(watch.judge(at(sure_until + 1h, session_state::connecting)).why == loss::none);
+  CHECK(watch.judge(at(start, session_state::expired)).why == loss::session_over);
+  CHECK(watch.judge(at(start, session_state::closed)).why == loss::session_closed);
+}
+
 TEST_CASE("the servers stop answering: the lost signal at the sure time, connected or not, before the server can expire it") {
   for (auto state : {session_state::connected, session_state::suspended, session_state::connecting}) {
     session_watch watch(generation, true, lost_policy::before_expiry);

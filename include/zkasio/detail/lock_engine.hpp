@@ -40,11 +40,13 @@
 
 namespace zkasio::detail {
 
-// Throws invalid_path (system_error) for a path that cannot be a lock path.
-// `strand`: another engine's, to run on one strand with it (a semaphore's
-// two); else a new one.
+// Throws invalid_path (system_error) for a path that cannot be a lock path,
+// invalid_policy for lost_policy::on_expiry but for `own_node` (a node of the
+// user's own recipe: async_hold_node). `strand`: another engine's, to run on
+// one strand with it (a semaphore's two); else a new one.
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mutex_options options,
-                                          queue_family family, std::optional<lock_strand> strand = std::nullopt);
+                                          queue_family family, std::optional<lock_strand> strand = std::nullopt,
+                                          bool own_node = false);
 // The options of an engine inside a recipe (a semaphore's mutex): the user's
 // observer hears the recipe, not its parts.
 inline mutex_options without_observer(mutex_options options) {

@@ -44,7 +44,7 @@ void report_session_end(std::weak_ptr<engine_state> weak, session_state known, s
 }  // namespace
 
 std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mutex_options options,
-                                          queue_family family, std::optional<lock_strand> strand) {
+                                          queue_family family, std::optional<lock_strand> strand, bool own_node) {
   if (auto problem = path_problem(path); !problem.empty())
     throw system_error(make_error_code(error::invalid_path), problem);
   if (path == "/")
@@ -55,7 +55,10 @@ std::shared_ptr<engine_state> make_engine(session& s, std::string_view path, mut
   if (options.local_handoff && options.local_handoff->max_time.count() < 0)
     throw system_error(std::make_error_code(std::errc::invalid_argument),
                             "mutex_options::local_handoff: max_time is negative");
+  if (options.policy == lost_policy::on_expiry && !own_node)
+    throw system_error(make_error_code(error::invalid_policy), "the lock at " + std::string(path));
   auto engine = std::make_shared<engine_state>(s, std::string(path), std::move(options), family, std::move(strand));
+  engine->own_node = own_node;
   report_session_end(engine, s.state(), s.generation());
   return engine;
 }

@@ -205,6 +205,7 @@ struct engine_state {
   std::string path;
   mutex_options options;  // (every recipe's are a mutex's: the fields of all)
   queue_family family;  // the recipe's node kinds
+  bool own_node = false;  // a node of the user's own recipe (async_hold_node): it may be left (async_leave)
   lock_strand strand;
   std::vector<std::weak_ptr<hold>> holds;  // live holds, for reentrancy by owner
   std::shared_ptr<known_nodes> known;
@@ -262,6 +263,7 @@ struct hold {
   std::vector<std::weak_ptr<grant>> grant_list;
   std::atomic<bool> released{false};
   std::atomic<bool> lost{false};
+  completion_ptr<> releasing;  // the release waiting for its delete (give_back), if any
   asio::cancellation_signal stop_monitor;
   std::shared_ptr<local_turns::turn> turn;  // a race hold's, until its node is deleted
   // The in-process handoff: the hold leads its engine's local run (until its

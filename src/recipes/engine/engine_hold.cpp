@@ -11,7 +11,16 @@ namespace zkasio::detail {
 namespace {
 
 void lose(hold& h, loss why) {
-  if (why == loss::none || h.released) return;
+  if (why == loss::none) return;
+  if (h.released) {
+    // Its release's delete may still wait (for the connection): the lock
+    // may be lost meanwhile, and the release says so at once; the delete
+    // goes on. (Not when the node is gone: that is the delete's own doing,
+    // whose answer says how it went.)
+    if (why != loss::node_gone)
+      if (auto done = std::exchange(h.releasing, nullptr)) done->complete(make_error_code(error::lock_lost));
+    return;
+  }
   if (why == loss::node_gone || why == loss::session_over) h.engine->known->gone(h.name);
   if (h.lost.exchange(true)) return;
   // Its local run goes on under a node of its own, as a waiter behind a node
@@ -257,7 +266,8 @@ lock grant_of(const std::shared_ptr<hold>& h) {
 
 // Gives one grant's share of `h` back: the last one deletes the node, which
 // goes on when `done` is cancelled (operation_aborted at once). lock_lost
-// when the lock had been lost.
+// when the lock had been lost, or may be lost while the delete waits: at
+// once, the delete going on.
 void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
   auto tell = [&done](error_code ec) {
     if (done) done->complete(ec);
@@ -266,17 +276,33 @@ void give_back(const std::shared_ptr<hold>& h, completion_ptr<> done) {
   if (h->in_run && hand_off(h)) return tell({});
   bool was_lost = h->lost;
   h->released = true;  // the monitor stays until the delete: the delete ends its watch
+  // A lock lost already says so at once (its delete may wait for a
+  // connection); else the delete's answer tells, or a loss meanwhile (lose).
+  if (was_lost) tell(make_error_code(error::lock_lost));
+  else h->releasing = std::move(done);
   std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
   // (The completion keeps h, and so the name delete_node views.)
   asio::co_spawn(h->engine->strand, delete_node(h->engine, h->name, h->owner_id, h->generation, h->czxid),
-                 [h, was_lost, done = std::move(done)](std::exception_ptr e, error_code ec) {
+                 [h](std::exception_ptr e, error_code ec) {
                    if (e) ec = code_of(e);
                    h->stop_monitor.emit(asio::cancellation_type::terminal);
                    h->turn.reset();  // (a race hold: the next of its session may create the node now)
-                   if (done) done->complete(!ec && was_lost ? error_code(error::lock_lost) : ec);
+                   if (auto done = std::exchange(h->releasing, nullptr)) done->complete(ec);
                  });
   // (Its node is behind the one being deleted: it waits for that here.)
   if (std::exchange(h->in_run, false)) pass_lead(h->engine);
+}
+
+// Gives one grant's share of `h` back, its node left as it is (async_leave):
+// the last one ends the hold (its monitor, its turn on the path).
+void leave(const std::shared_ptr<hold>& h, completion_ptr<> done) {
+  if (--h->grants == 0) {
+    h->released = true;
+    std::erase_if(h->engine->holds, [&](auto& w) { return w.expired() || w.lock() == h; });
+    h->stop_monitor.emit(asio::cancellation_type::terminal);
+    h->turn.reset();
+  }
+  done->complete({});
 }
 
 // The attempt's node, held from now on: monitored, released by its grants.
@@ -365,7 +391,7 @@ void start_hold_node(session& s, std::string node, lock_options options, lock_st
                      completion_ptr<lock> done) {
   std::shared_ptr<engine_state> m;
   try {
-    m = make_engine(s, node, std::move(options), queue_family::race, strand);
+    m = make_engine(s, node, std::move(options), queue_family::race, strand, true);
   } catch (const system_error& e) {  // (invalid_path)
     return asio::dispatch(strand, [done, ec = e.code()] { done->complete(ec, lock{}); });
   }

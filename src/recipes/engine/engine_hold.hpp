@@ -24,6 +24,9 @@ bool session_sure(const engine_state& m);
 bool hold_sure(const hold& h);
 // invalid_safety_margin when no grant can ever be sure.
 error_code never_sure(const engine_state& m);
+// Gives one grant's share of `h` back without deleting its node; the last
+// ends the hold. (A node of the user's own recipe: async_leave.)
+void leave(const std::shared_ptr<hold>& h, completion_ptr<> done);
 // A new lock object sharing `h`.
 lock grant_of(const std::shared_ptr<hold>& h);
 // Gives one grant's share of `h` back; the last deletes the node. `done`

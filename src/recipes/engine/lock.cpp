@@ -94,6 +94,21 @@ void detail::start_release(const std::shared_ptr<engine_state>& engine, std::sha
   });
 }
 
+bool detail::holds_own_node(const std::shared_ptr<engine_state>& engine) { return engine && engine->own_node; }
+
+void detail::start_leave(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
+                         completion_ptr<> done) {
+  asio::dispatch(engine->strand, [engine, g = std::move(g), done = std::move(done)]() mutable {
+    if (!g || g->given_back || g->held->released) return done->complete(make_error_code(error::not_held));
+    if (!engine->own_node) return done->complete(make_error_code(error::not_own_node));
+    g->given_back = true;
+    report_grant(*g->held, g->granted_at, lock_event::kind::released);
+    g->end_lost_waits(make_error_code(error::not_held));
+    std::erase_if(g->held->grant_list, [&](auto& weak) { return weak.expired() || weak.lock() == g; });
+    leave(g->held, std::move(done));
+  });
+}
+
 void detail::start_guarded_multi(const std::shared_ptr<engine_state>& engine, std::shared_ptr<grant> g,
                                  std::vector<multi_op> ops, completion_ptr<std::vector<op_result>> done) {
   asio::dispatch(engine->strand, [g = std::move(g), ops = std::move(ops), done = std::move(done)]() mutable {

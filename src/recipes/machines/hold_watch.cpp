@@ -13,7 +13,7 @@ loss loss_of(error_code ec) {
 session_watch::verdict session_watch::judge(const look& now) const {
   if (now.generation != generation_ || now.state == session_state::expired) return {loss::session_over};
   if (now.state == session_state::closed || now.state == session_state::auth_failed) return {loss::session_closed};
-  if (!deadlines_) return {};
+  if (!deadlines_ || policy_ == lost_policy::on_expiry) return {};
   if (now.state == session_state::suspended && policy_ == lost_policy::on_suspend) return {loss::may_be_lost};
   if (now.now >= now.sure_until) return {loss::may_be_lost};
   return {loss::none, now.sure_until};

@@ -35,6 +35,8 @@ loss loss_of(error_code ec);
 // timeout: a safety margin before that, connected or not, since a follower
 // that lost its leader goes on answering for a while). Then, the lock
 // possibly lost but its node maybe still there: the session's end only.
+// Under on_expiry (a presence node's, async_hold_node), the session's end
+// only, from the start.
 class session_watch {
  public:
   using time_point = std::chrono::steady_clock::time_point;
