@@ -289,6 +289,17 @@ class session {
                       std::forward<Token>(token));
   }
 
+  // Completes once the node exists: at once if it does (no watch is left),
+  // else at its creation (an exists watch, set on the missing node, and
+  // withdrawn from the server if cancelled). void(error_code)
+  template <detail::text Path = std::string_view, class Token = default_token>
+  auto async_wait_created(Path&& path, Token&& token = {}) {
+    return initiate<>(detail::read_cancellation, [path = detail::owned_text(std::forward<Path>(path))](core& c, auto done) mutable {
+                        c.wait_created(std::move(path), std::move(done));
+                      },
+                      std::forward<Token>(token));
+  }
+
   // Completes with data_changed or deleted at the node's next change; at once
   // when its version already differs from `known_version` (any_version: wait
   // for the next change). Fails with no_node when it does not exist and no

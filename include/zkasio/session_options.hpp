@@ -19,6 +19,7 @@ enum class session_state {
   closed,       // closed by its owner
 };
 
+// The state's name ("connecting", "connected", ...), for logs.
 const char* to_string(session_state state) noexcept;
 
 struct session_options {

@@ -52,6 +52,7 @@ class session_impl final : public session_core,
   void sync(std::string path, completion_ptr<> done) override;
   void multi(std::vector<multi_op> ops, std::optional<std::uint64_t> pin, completion_ptr<std::vector<op_result>> done) override;
   void wait_deleted(std::string path, completion_ptr<> done) override;
+  void wait_created(std::string path, completion_ptr<> done) override;
   void wait_data_changed(std::string path, std::int32_t known_version,
                          completion_ptr<event_type> done) override;
   void wait_children_changed(std::string path, std::int32_t known_cversion,

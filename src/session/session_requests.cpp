@@ -335,6 +335,11 @@ void session_impl::wait_deleted(std::string path, completion_ptr<> done) {
   watches_.add(watch_registry::watch_kind::data, std::move(path), {.deleted = std::move(done)});
 }
 
+void session_impl::wait_created(std::string path, completion_ptr<> done) {
+  if (refused(done, admit(path))) return;
+  watches_.add(watch_registry::watch_kind::data, std::move(path), {.created = std::move(done)});
+}
+
 void session_impl::wait_data_changed(std::string path, std::int32_t known_version,
                                      completion_ptr<event_type> done) {
   if (refused(done, admit(path))) return;

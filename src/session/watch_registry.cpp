@@ -7,6 +7,7 @@
 // request order and is not removed with it. If the removal fails, the watcher
 // object is removed locally, so the C client does not set it again on
 // reconnection.
+#include <algorithm>
 #include <asio/post.hpp>
 
 #include "watch_registry.hpp"
@@ -25,6 +26,10 @@ ZooWatcherType c_watch_type(watch_registry::watch_kind kind) {
 std::int32_t version_of(const auto& point) {
   return point.kind == watch_registry::watch_kind::data ? point.last.version : point.last.cversion;
 }
+
+// What an exists' reply says of a missing node on which it set a watch
+// (unlike a get's ZNONODE, after which no watch is set). Not a C client code.
+constexpr int missing_watched = 1;
 
 event_type change_of(watch_registry::watch_kind kind) {
   return kind == watch_registry::watch_kind::data ? event_type::data_changed
@@ -53,12 +58,15 @@ void watch_registry::add(watch_kind kind, std::string path, watch_waiter waiter)
     point->owner->withdraw_if_idle(point);
   };
   if (it->deleted) it->deleted->on_cancel = withdraw;
+  else if (it->created) it->created->on_cancel = withdraw;
   else it->changed->on_cancel = withdraw;
 
   if (point->registered) {
     // The watch is set and has not fired: the node is as the last reply said.
     if (it->changed && it->known_version != any_version && it->known_version != version_of(*point))
       it->changed->complete({}, change_of(kind));
+    if (it->created && !point->missing) it->created->complete({});
+    if (it->deleted && point->missing) it->deleted->complete({});
     withdraw_if_idle(point);
   } else if (!point->arming && session_.connected()) {
     arm(point);
@@ -72,7 +80,19 @@ void watch_registry::arm(watch_point* point) {
   c_client_scope scope(&session_.options());
   auto* zh = session_.handle();
   int rc;
-  if (point->kind == watch_kind::data) {
+  bool awaits_creation = std::any_of(point->waiters.begin(), point->waiters.end(),
+                                     [](const watch_waiter& w) { return w.created && !w.done(); });
+  if (point->kind == watch_kind::data && awaits_creation) {
+    // An exists with a watch: set on a missing node too, where it fires at
+    // the node's creation (a get sets none there).
+    rc = zoo_awexists(
+        zh, point->path.c_str(), &watch_registry::node_watcher, point,
+        [](int rc, const Stat* st, const void* context) {
+          auto* point = point_of(context);
+          point->owner->on_reply(point, rc == ZNONODE ? missing_watched : rc, st);
+        },
+        point);
+  } else if (point->kind == watch_kind::data) {
     rc = zoo_awget(
         zh, point->path.c_str(), &watch_registry::node_watcher, point,
         [](int rc, const char*, int, const Stat* st, const void* context) {
@@ -100,19 +120,29 @@ void watch_registry::arm(watch_point* point) {
 
 void watch_registry::on_reply(watch_point* point, int rc, const Stat* st) {
   point->arming = false;
+  point->missing = false;
   if (rc == ZOK) {
     point->registered = true;
     point->last = to_stat(st);
-    for (auto& w : point->waiters)
+    for (auto& w : point->waiters) {
       if (w.changed && w.known_version != any_version && w.known_version != version_of(*point))
         w.changed->complete({}, change_of(point->kind));
-  } else if (rc == ZNONODE) {
-    // No watch was set (get_data and get_children set none on a missing node).
+      if (w.created) w.created->complete({});
+    }
+  } else if (rc == ZNONODE || rc == missing_watched) {
+    // Missing. A get sets no watch on a missing node (get_data and
+    // get_children); an exists does, which waits for the node's creation.
+    point->registered = point->missing = rc == missing_watched;
     for (auto& w : point->waiters) {
       if (w.deleted) w.deleted->complete({});
+      else if (w.created) continue;
       else if (w.known_version != any_version) w.changed->complete({}, event_type::deleted);
       else w.changed->complete(make_error_code(zk_error::no_node), event_type{});
     }
+    // Still awaited, with no watch set: an exists now.
+    if (!point->registered && session_.connected() &&
+        std::any_of(point->waiters.begin(), point->waiters.end(), [](const watch_waiter& w) { return w.created && !w.done(); }))
+      arm(point);
   } else if (lost_in_transit(rc)) {
     // Set again once connected; waiters wait on (they have no deadline of their own).
     if (session_.connected() && !point->waiters.empty()) arm(point);
@@ -130,6 +160,7 @@ void watch_registry::node_watcher(zhandle_t*, int type, int, const char*, void* 
 
 void watch_registry::on_event(watch_point* point, int type) {
   point->registered = false;
+  point->missing = false;
   event_type event = type == ZOO_DELETED_EVENT   ? event_type::deleted
                      : type == ZOO_CHANGED_EVENT ? event_type::data_changed
                      : type == ZOO_CHILD_EVENT   ? event_type::children_changed
@@ -145,6 +176,8 @@ void watch_registry::settle(watch_point* point, error_code ec, std::optional<eve
   for (auto& w : point->waiters) {
     if (w.deleted) {
       if (ec || event == event_type::deleted) w.deleted->complete(ec);
+    } else if (w.created) {
+      if (ec || event == event_type::created) w.created->complete(ec);
     } else {
       w.changed->complete(ec, event.value_or(event_type{}));
     }

@@ -25,8 +25,9 @@ class watch_registry {
   struct watch_waiter {
     completion_ptr<> deleted{};            // waits for deletion only
     completion_ptr<event_type> changed{};  // waits for any change
+    completion_ptr<> created{};            // waits for the node to exist (data points)
     std::int32_t known_version = any_version;
-    bool done() const { return deleted ? deleted->done() : changed->done(); }
+    bool done() const { return deleted ? deleted->done() : created ? created->done() : changed->done(); }
   };
 
   // `session` owns the registry; the handle and the requests are its.
@@ -56,6 +57,9 @@ class watch_registry {
     bool registered = false;  // the C client holds a watcher object for it
     bool arming = false;      // a get-with-watch request is in flight
     bool removing = false;    // a remove-watches request is in flight
+    // Registered on a missing node: an exists watch (armed so while a waiter
+    // waits for the node to be created), which fires at its creation.
+    bool missing = false;
     node_stat last;           // the node as of the last arming reply
   };
   // A request's context is its point: a point has at most one request in

@@ -46,6 +46,8 @@ TEST_CASE("a session connects and reports its state, id and timeout") {
   CHECK(s.generation() == 0);
   run(io, s.async_close(use_awaitable));
   CHECK(s.state() == session_state::closed);
+  CHECK(std::string(to_string(s.state())) == "closed");
+  CHECK(std::string(to_string(session_state::suspended)) == "suspended");
 }
 
 TEST_CASE("create, read, update and delete a node") {

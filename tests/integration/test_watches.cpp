@@ -16,6 +16,7 @@
 
 #include "support/async.hpp"
 #include "support/session_test.hpp"
+#include "support/tcp_proxy.hpp"
 #include "support/zk_servers.hpp"
 
 using namespace zkasio;
@@ -214,4 +215,97 @@ TEST_CASE("cancelling one waiter keeps the watch for the others") {
     REQUIRE(kept.has_value());
     CHECK(!*kept);
   }());
+}
+
+TEST_CASE("waiting for a node to be created: at once if it exists, else at its creation; cancelled, no watch is left") {
+  asio::io_context io;
+  session s(io, test_options(shared_hosts()));
+  session other(io, test_options(shared_hosts()));
+  auto path = unique_path("watch-created");
+  run(io, [&]() -> awaitable<void> {
+    // Missing: it waits, beside a deletion waiter on the same path (which
+    // completes at once: the node is not there).
+    std::optional<zkasio::error_code> created, deleted;
+    test_event came(io.get_executor());
+    s.async_wait_created(path, [&](zkasio::error_code ec) {
+      created = ec;
+      came.count();
+    });
+    s.async_wait_deleted(path, [&](zkasio::error_code ec) { deleted = ec; });
+    co_await s.async_exists("/", use_awaitable);  // (the watch is set: requests run in order)
+    CHECK_FALSE(created.has_value());
+    REQUIRE(deleted.has_value());
+    CHECK(!*deleted);
+    CHECK(watched(shared_hosts()).find(path) != std::string::npos);
+    co_await other.async_create(path, "", use_awaitable);
+    REQUIRE(co_await came.wait());
+    CHECK(!*created);
+    // There already: at once, and no watch is left.
+    co_await s.async_wait_created(path, use_awaitable);
+    co_await s.async_exists("/", use_awaitable);
+    CHECK(watched(shared_hosts()).find(path) == std::string::npos);
+    // Cancelled (each type: a wait has no effect to undo): no watch is left.
+    auto absent = path + "-absent";
+    for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                      asio::cancellation_type::total}) {
+      asio::cancellation_signal signal;
+      std::optional<zkasio::error_code> cancelled;
+      s.async_wait_created(absent, asio::bind_cancellation_slot(signal.slot(), [&](zkasio::error_code ec) {
+                             cancelled = ec;
+                           }));
+      co_await s.async_exists("/", use_awaitable);
+      signal.emit(type);
+      REQUIRE(co_await eventually([&] { return cancelled.has_value(); }));
+      CHECK(*cancelled == asio::error::operation_aborted);
+    }
+    co_await s.async_exists("/", use_awaitable);  // the removal was answered before this
+    CHECK(watched(shared_hosts()).find(absent) == std::string::npos);
+    co_await other.async_remove(path, use_awaitable);
+  }());
+}
+
+TEST_CASE("a pending watch across a disconnection fires after it; across an expiry it fails with session_expired") {
+  zk_servers servers;
+  tcp_proxy proxy(servers.host(1));
+  asio::io_context io;
+  session s(io, test_options(proxy.address(), 2s));
+  session other(io, test_options(servers.hosts(), 10s));
+  auto path = unique_path("watch-across");
+  run(io, [&]() -> awaitable<void> {
+    co_await s.async_connect(use_awaitable);
+    std::optional<zkasio::error_code> created, deleted;
+    test_event came(io.get_executor()), gone(io.get_executor());
+    s.async_wait_created(path, [&](zkasio::error_code ec) {
+      created = ec;
+      came.count();
+    });
+    co_await s.async_exists("/", use_awaitable);
+    // Created while this session was cut off (the session lives): told once
+    // it reconnects (the watch is set again on the new connection).
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    REQUIRE(co_await eventually([&] { return s.state() == session_state::suspended; }));
+    co_await other.async_create(path, "", use_awaitable);
+    CHECK_FALSE(came.happened());
+    proxy.refuse_connections(false);
+    REQUIRE(co_await came.wait());
+    CHECK(!*created);
+    // Deleted only after the session expired: the wait fails.
+    s.async_wait_deleted(path, [&](zkasio::error_code ec) {
+      deleted = ec;
+      gone.count();
+    });
+    co_await s.async_create(path + "-mine", "", create_options(create_mode::ephemeral), use_awaitable);
+    auto generation = s.generation();
+    proxy.refuse_connections(true);
+    proxy.drop_now();
+    co_await other.async_wait_deleted(path + "-mine", use_awaitable);  // the server expired the session
+    CHECK_FALSE(gone.happened());  // (the client cannot know yet)
+    proxy.refuse_connections(false);
+    REQUIRE(co_await gone.wait(15s));  // failed once the client learnt of the expiry
+    CHECK(*deleted == zk_error::session_expired);
+    CHECK(s.generation() != generation);
+    CHECK(co_await other.async_exists(path, use_awaitable));  // it was never deleted
+    co_await other.async_remove(path, use_awaitable);
+  }(), 40s);
 }

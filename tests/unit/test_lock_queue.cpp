@@ -472,6 +472,7 @@ class fake_core final : public session_core {
   void sync(std::string, completion_ptr<>) override {}
   void multi(std::vector<multi_op>, std::optional<std::uint64_t>, completion_ptr<std::vector<op_result>>) override {}
   void wait_deleted(std::string, completion_ptr<>) override {}
+  void wait_created(std::string, completion_ptr<>) override {}
   void wait_data_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
   void wait_children_changed(std::string, std::int32_t, completion_ptr<event_type>) override {}
   void add_auth(std::string, std::string, completion_ptr<>) override {}

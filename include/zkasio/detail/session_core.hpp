@@ -92,6 +92,7 @@ class session_core {
   virtual void sync(std::string path, completion_ptr<> done) = 0;
   virtual void multi(std::vector<multi_op> ops, std::optional<std::uint64_t> pin, completion_ptr<std::vector<op_result>> done) = 0;
   virtual void wait_deleted(std::string path, completion_ptr<> done) = 0;
+  virtual void wait_created(std::string path, completion_ptr<> done) = 0;
   virtual void wait_data_changed(std::string path, std::int32_t known_version,
                                  completion_ptr<event_type> done) = 0;
   virtual void wait_children_changed(std::string path, std::int32_t known_cversion,
