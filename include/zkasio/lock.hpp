@@ -188,12 +188,14 @@ struct contender {
   bool shared = false;  // a reader of a shared_mutex
 };
 
-// A grant's fencing token: the czxid of its lock node (which increases with
-// every node granted on the lock, and survives re-creation of the parent),
-// and the number of in-process handoffs on that node before the grant (always
-// 0 without mutex_options::local_handoff). Compared as a pair, it increases
-// with every grant but reentrant ones, which share their holder's. Pass both
-// to what the lock protects (czxid alone where local handoff is off).
+// A grant's fencing token: the czxid of its lock node (which survives
+// re-creation of the parent), and the number of in-process handoffs on that
+// node before the grant (always 0 without mutex_options::local_handoff).
+// Compared as a pair: an exclusive grant's token is greater than every
+// earlier grant's; a shared grant's (a shared_mutex's read lock) greater
+// than every earlier exclusive grant's; shared grants among themselves are
+// not ordered. Reentrant grants share their holder's. Pass both to what the
+// lock protects (czxid alone where local handoff is off).
 struct fence_token {
   std::int64_t czxid = 0;
   std::uint64_t local = 0;
