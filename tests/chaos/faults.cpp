@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +23,8 @@ std::string_view name(fault f) {
     case fault::expire_worker: return "expire_worker";
     case fault::cut_worker: return "cut_worker";
     case fault::pause_worker: return "pause_worker";
+    case fault::pause_follower: return "pause_follower";
+    case fault::busy_strand: return "busy_strand";
   }
   return "?";
 }
@@ -40,11 +43,13 @@ void signal_process(int pid, int signal) {
 
 fault_driver::fault_driver(test::zk_servers& servers,
                            std::vector<std::vector<std::unique_ptr<test::tcp_proxy>>>& proxies,
-                           std::vector<int> worker_pids, unsigned seed, std::chrono::milliseconds session_timeout,
-                           std::function<std::optional<int>()> long_holder)
+                           std::vector<int> worker_pids, int zkasio_workers, unsigned seed,
+                           std::chrono::milliseconds session_timeout,
+                           std::function<std::optional<holder>()> long_holder)
     : servers_(servers),
       proxies_(proxies),
       worker_pids_(std::move(worker_pids)),
+      zkasio_workers_(zkasio_workers),
       random_(seed),
       session_timeout_(session_timeout),
       long_holder_(std::move(long_holder)) {}
@@ -54,8 +59,28 @@ int fault_driver::random_worker() { return static_cast<int>(random_() % worker_p
 
 int fault_driver::victim() {
   if (worker_faults_++ % 2 == 0)
-    if (auto w = long_holder_(); w && *w >= 0 && *w < static_cast<int>(worker_pids_.size())) return *w;
+    if (auto h = long_holder_(); h && h->worker >= 0 && h->worker < static_cast<int>(worker_pids_.size()))
+      return h->worker;
   return random_worker();
+}
+
+int fault_driver::holders_follower(std::string& why) {
+  std::vector<int> followers;
+  for (int i = 1; i <= servers_.count(); ++i)
+    if (test::four_letter_word(servers_.host(i), "srvr", 500ms).find("Mode: follower") != std::string::npos)
+      followers.push_back(i);
+  if (followers.empty()) return 0;
+  if (auto h = long_holder_(); h && h->session != 0) {
+    std::ostringstream sid;
+    sid << "sid=0x" << std::hex << h->session;
+    for (int i : followers)
+      if (test::four_letter_word(servers_.host(i), "cons", 500ms).find(sid.str()) != std::string::npos) {
+        why = " (the long holder's session)";
+        return i;
+      }
+  }
+  why = " (the long holder's session not on a follower)";
+  return followers[random_() % followers.size()];
 }
 
 int fault_driver::leader() {
@@ -72,6 +97,8 @@ std::chrono::milliseconds fault_driver::longest(fault f) const {
     case fault::expire_worker:
     case fault::pause_worker: return session_timeout_ + 2s;
     case fault::cut_worker: return 0ms;
+    case fault::pause_follower: return session_timeout_ + 3s;
+    case fault::busy_strand: return 3s;  // (the worker's: the driver only signals)
   }
   return 0ms;
 }
@@ -119,6 +146,30 @@ void fault_driver::inject(fault f) {
       what = "worker " + std::to_string(w);
       break;
     }
+    case fault::pause_follower: {
+      std::string why;
+      int i = holders_follower(why);
+      if (i == 0) {  // no follower answers (an election): a server all the same
+        i = random_server();
+        why = " (no follower answered)";
+      }
+      // Past the session timeout: its clients move to the others once they
+      // see it silent (two thirds of the timeout), while the leader's sight
+      // of their sessions is what this follower reported last.
+      auto length = session_timeout_ + std::chrono::milliseconds(random_() % 1501);
+      signal_process(servers_.pid(i), SIGSTOP);
+      std::this_thread::sleep_for(length);  // the fault's length, not a wait for an event
+      signal_process(servers_.pid(i), SIGCONT);
+      what = "follower " + std::to_string(i) + why + " for " + std::to_string(length.count()) + " ms";
+      break;
+    }
+    case fault::busy_strand: {
+      int w = victim();
+      if (w >= zkasio_workers_) w = static_cast<int>(random_() % static_cast<unsigned>(zkasio_workers_));
+      signal_process(worker_pids_[w], SIGUSR1);
+      what = "worker " + std::to_string(w);
+      break;
+    }
     case fault::pause_worker: {
       int w = victim();
       auto from = monotonic_now();
@@ -138,10 +189,12 @@ void fault_driver::inject(fault f) {
 
 void fault_driver::run_until(clock::time_point until) {
   std::vector<fault> order(all_faults.begin(), all_faults.end());
-  for (;;) {
+  for (bool first = true;; first = false) {
     std::shuffle(order.begin(), order.end(), random_);
     for (auto f : order) {
-      auto gap = std::chrono::milliseconds(500 + random_() % 1501);
+      // (The first round's gaps short: every kind fits in a run of 60 s,
+      // whatever the order: about 38 s of faults and gaps at the most.)
+      auto gap = std::chrono::milliseconds(first ? 500 : 500 + random_() % 1501);
       if (clock::now() + gap + longest(f) > until) return;
       std::this_thread::sleep_for(gap);
       inject(f);

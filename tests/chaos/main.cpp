@@ -140,19 +140,23 @@ int all_nodes_left(const std::string& hosts, const std::string& root, int locks)
   return left;
 }
 
-// The worker that holds `path` now (its node's data says "worker-N"), if any.
-std::optional<int> holder_of(const std::string& hosts, const std::string& path) {
+// The worker that holds `path` now (its node's data says "worker-N"), if
+// any, and its session (the node's ephemeral owner; 0 if it went meanwhile).
+std::optional<fault_driver::holder> holder_of(const std::string& hosts, const std::string& path) {
   asio::io_context io;
   session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
   mutex m(s, path);
-  std::optional<int> holder;
+  std::optional<fault_driver::holder> holder;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         using asio::experimental::as_tuple;
         auto [ec, queue] = co_await m.async_contenders(as_tuple(asio::use_awaitable));
-        if (!ec && !queue.empty() && queue.front().data.starts_with("worker-"))
-          holder = std::stoi(queue.front().data.substr(7));
+        if (!ec && !queue.empty() && queue.front().data.starts_with("worker-")) {
+          holder = fault_driver::holder{std::stoi(queue.front().data.substr(7)), 0};
+          auto [stat_ec, stat] = co_await s.async_exists(queue.front().node, as_tuple(asio::use_awaitable));
+          if (!stat_ec && stat) holder->session = stat->ephemeral_owner;
+        }
         co_await s.async_close(as_tuple(asio::use_awaitable));
       },
       [](std::exception_ptr) {});
@@ -209,7 +213,7 @@ int drive(const driver_options& o) {
     guards.push_back(std::make_unique<test::process_guard>(pids.back()));
   }
 
-  fault_driver faults(servers, proxies, pids, o.seed, base.session_timeout,
+  fault_driver faults(servers, proxies, pids, o.workers, o.seed, base.session_timeout,
                       [&] { return holder_of(servers.hosts(), lock_path(root, o.locks)); });
   faults.run_until(stop_at);
 
@@ -230,6 +234,7 @@ int drive(const driver_options& o) {
   std::vector<acquire_record> acquires;
   std::vector<final_try> final_tries;
   int orphans = 0, curator_orphans = 0, bad_lines = 0;
+  auto could_not_act = faults.pauses();  // paused workers, and (below) busy strands
   for (int w = 0; w < everyone; ++w) {
     worker_log log;
     std::ifstream in(logs[w]);
@@ -241,12 +246,13 @@ int drive(const driver_options& o) {
     holds.insert(holds.end(), log.holds.begin(), log.holds.end());
     acquires.insert(acquires.end(), log.acquires.begin(), log.acquires.end());
     final_tries.insert(final_tries.end(), log.final_tries.begin(), log.final_tries.end());
+    could_not_act.insert(could_not_act.end(), log.busy.begin(), log.busy.end());
     (by_curator ? curator_orphans : orphans) += log.orphans ? std::max(*log.orphans, 0) : 0;
     // It never counted them: it did not end well.
     if (!log.orphans || *log.orphans < 0) ++(by_curator ? curator_crashes : crashes);
     bad_lines += static_cast<int>(log.bad_lines.size());
   }
-  auto v = judge(holds, acquires, faults.pauses(), std::chrono::nanoseconds(1s).count(), final_tries,
+  auto v = judge(holds, acquires, could_not_act, std::chrono::nanoseconds(1s).count(), final_tries,
                  std::chrono::nanoseconds(stop_at.time_since_epoch()).count());
   std::ostringstream by_recipe_json;
   for (auto& [recipe_name, n] : v.acquisitions_by_recipe)

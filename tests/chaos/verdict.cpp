@@ -41,6 +41,11 @@ std::string format(const final_try& f) {
          (f.granted ? "granted" : "refused");
 }
 
+std::string format(const pause_window& busy) {
+  return "busy " + std::to_string(busy.worker) + ' ' + std::to_string(busy.lock) + ' ' + std::to_string(busy.from) +
+         ' ' + std::to_string(busy.to);
+}
+
 std::string format(const acquire_record& a) {
   std::ostringstream out;
   out << "acquire " << a.worker << ' ' << a.lock << ' ' << a.start << ' ';
@@ -56,6 +61,7 @@ void parse_line(std::string_view line, worker_log& log) {
   hold_record h;
   acquire_record a;
   final_try f;
+  pause_window busy;
   int lost = 0, orphans = 0;
   bool read = false;
   in >> kind;
@@ -80,6 +86,9 @@ void parse_line(std::string_view line, worker_log& log) {
     }
   } else if (kind == "orphans") {
     read = static_cast<bool>(in >> h.worker >> orphans);
+  } else if (kind == "busy") {
+    read = static_cast<bool>(in >> busy.worker >> busy.lock >> busy.from >> busy.to) && busy.lock >= 0 &&
+           busy.from <= busy.to;
   }
   if (!read || in >> extra) {
     log.bad_lines.emplace_back(line);
@@ -89,6 +98,7 @@ void parse_line(std::string_view line, worker_log& log) {
   if (kind == "acquire") log.acquires.push_back(a);
   if (kind == "final") log.final_tries.push_back(f);
   if (kind == "orphans") log.orphans = orphans;
+  if (kind == "busy") log.busy.push_back(busy);
 }
 
 namespace {
@@ -97,9 +107,9 @@ namespace {
 // worker: the handlers queued meanwhile run first.
 constexpr ns pause_wake_slack = 1'000'000'000;
 
-bool paused_within(const std::vector<pause_window>& pauses, int worker, ns from, ns to) {
+bool paused_within(const std::vector<pause_window>& pauses, int worker, int lock, ns from, ns to) {
   return std::any_of(pauses.begin(), pauses.end(),
-                     [&](const pause_window& p) { return p.worker == worker && p.from < to && p.to > from; });
+                     [&](const pause_window& p) { return p.covers(worker, lock) && p.from < to && p.to > from; });
 }
 
 // A hold in an example: Curator's say so.
@@ -146,7 +156,7 @@ namespace {
 // library decided it either before the pause (its completion waiting in the
 // stopped process) or after it, and the worker cannot tell which.
 bool granted_across(const hold_record& h, const pause_window& p) {
-  return p.worker == h.worker && h.asked >= 0 && h.asked <= p.from && p.from < h.grant &&
+  return p.covers(h.worker, h.lock) && h.asked >= 0 && h.asked <= p.from && p.from < h.grant &&
          h.grant <= p.to + pause_wake_slack;
 }
 
@@ -171,7 +181,7 @@ verdict judge_placed(const std::vector<hold_record>& holds, const std::vector<ac
     }
     v.long_holds += h.end - h.grant > 1'000'000'000;
     for (auto& p : pauses) {
-      if (p.worker != h.worker) continue;
+      if (!p.covers(h.worker, h.lock)) continue;
       if (before_pause && granted_across(h, p)) {
         h.grant = h.end = p.from;
         ++v.holds_cut_by_pause;
@@ -265,7 +275,7 @@ verdict judge_placed(const std::vector<hold_record>& holds, const std::vector<ac
   for (auto& a : acquires) {
     if (a.result != "ok" && !a.curator) ++v.acquire_failures;
     ns due = (a.deadline < 0 ? due_without_deadline(a) : a.deadline) + grace;
-    bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.start, *a.end));
+    bool late = !a.end || (*a.end > due && !paused_within(pauses, a.worker, a.lock, a.start, *a.end));
     if (late) {
       ++(a.curator ? v.curator.late_acquires : v.late_acquires);
       example(v, std::string(a.curator ? "Curator: " : "") + (a.end ? "late: " : "never completed: ") + format(a));

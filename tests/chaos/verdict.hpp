@@ -72,11 +72,16 @@ struct acquire_record {
   bool curator = false;
 };
 
-// A worker process stopped (SIGSTOP) by the fault driver, from..to.
+// A worker that could not act, from..to: its process stopped (SIGSTOP) by
+// the fault driver (`lock` -1: every lock), or the strand of its object of
+// lock `lock` kept busy (the busy_strand fault): no lost signal can reach
+// what it stopped, as for a paused process.
 struct pause_window {
   int worker = 0;
   ns from = 0;
   ns to = 0;
+  int lock = -1;
+  bool covers(int w, int l) const { return worker == w && (lock < 0 || lock == l); }
 };
 
 // One worker's log, a line per record:
@@ -84,16 +89,19 @@ struct pause_window {
 //   acquire WORKER LOCK START END|- DEADLINE RESULT   (DEADLINE -1: none)
 //   final WORKER LOCK granted|refused
 //   orphans WORKER COUNT     (nodes of its live session left after its last release)
+//   busy WORKER LOCK FROM TO (the strand of its object of lock LOCK kept busy)
 struct worker_log {
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
   std::vector<final_try> final_tries;
+  std::vector<pause_window> busy;
   std::optional<int> orphans;  // nullopt: the worker never got to count them
   std::vector<std::string> bad_lines;
 };
 std::string format(const hold_record& h);
 std::string format(const acquire_record& a);
 std::string format(const final_try& f);
+std::string format(const pause_window& busy);  // a busy line
 // Adds what `line` records to `log` (a line it cannot read goes to bad_lines).
 void parse_line(std::string_view line, worker_log& log);
 

@@ -10,6 +10,9 @@
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/strand.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <iostream>
@@ -17,6 +20,7 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <variant>
@@ -245,6 +249,10 @@ class lock_object {
   }
 
   const lock_plan& plan() const { return plan_; }
+  // The lock object's strand.
+  asio::any_io_executor get_executor() const {
+    return std::visit([](auto& object) { return object->get_executor(); }, object_);
+  }
 
   // Acquires, cancelled (terminal) when `cancel` is emitted.
   awaitable<acquired> acquire(const request& r, asio::cancellation_slot cancel) {
@@ -398,9 +406,37 @@ struct worker {
 
 }  // namespace
 
+// The busy_strand fault (SIGUSR1 from the driver): the strand of one of the
+// worker's lock objects kept busy for 0.1-3 s by a handler that blocks its
+// thread, while the worker's other thread goes on (its session's strand
+// reads the replies, whose completions wait on the busy strand). The window
+// is logged, for the verdict (a busy line: what it stopped could not be
+// told of a loss, as in a paused process).
+void keep_strands_busy(asio::signal_set& signals, worker& w, const asio::any_io_executor& strand, std::mt19937& random) {
+  signals.async_wait(asio::bind_executor(strand, [&signals, &w, strand, &random](zkasio::error_code ec, int) {
+    if (ec) return;
+    auto which = static_cast<int>(random() % w.plain.size());
+    auto length = std::chrono::milliseconds(100 + random() % 2901);
+    asio::post(w.plain[static_cast<std::size_t>(which)]->get_executor(), [&w, strand, which, length] {
+      pause_window busy{w.o.index, now(), 0, which};
+      std::this_thread::sleep_for(length);  // the fault itself: this strand's thread does nothing else
+      busy.to = now();
+      asio::post(strand, [&w, busy] { w.log.write(format(busy)); });
+    });
+    keep_strands_busy(signals, w, strand, random);
+  }));
+}
+
 int run_worker(const worker_options& o) {
-  asio::io_context io(1);
-  session s(io, session_options{.hosts = o.hosts, .session_timeout = o.session_timeout});
+  // Two threads: one may be held by a busy strand (keep_strands_busy) while
+  // the other runs the session. The worker's own coroutines, its log and its
+  // records are on one strand of them.
+  asio::io_context io(2);
+  auto strand = asio::make_strand(io);
+  // The servers' tick (the chaos ensemble's, tests/support/zk_servers.hpp):
+  // the tightest last_contact the library may compute.
+  session s(io, session_options{.hosts = o.hosts, .session_timeout = o.session_timeout,
+                                .server_tick_time = std::chrono::milliseconds(200)});
   worker w{o, s, {}, {}, record_file(o.log), {}};
   for (int i = 0; i <= o.locks; ++i) {
     auto plan = i == o.locks ? lock_plan{} : o.plans[i];
@@ -413,7 +449,10 @@ int run_worker(const worker_options& o) {
   // (and a pause's worth), what is still in flight is written down.
   auto stop_at = steady_clock::time_point(std::chrono::nanoseconds(o.stop_at));
   auto final_deadline = stop_at + o.longest_wait + longest_hold + 2 * o.session_timeout + std::chrono::seconds(5);
-  asio::steady_timer watchdog(io, final_deadline + std::chrono::seconds(10));
+  asio::steady_timer watchdog(strand, final_deadline + std::chrono::seconds(10));
+  asio::signal_set busy_signals(strand, SIGUSR1);
+  std::mt19937 busy_random(o.seed * 7919u);
+  keep_strands_busy(busy_signals, w, strand, busy_random);
   int status = 0;
   watchdog.async_wait([&](zkasio::error_code ec) {
     if (ec) return;
@@ -425,7 +464,7 @@ int run_worker(const worker_options& o) {
     std::_Exit(3);
   });
   asio::co_spawn(
-      io,
+      strand,
       [&]() -> awaitable<void> {
         auto executor = co_await asio::this_coro::executor;
         asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
@@ -450,13 +489,17 @@ int run_worker(const worker_options& o) {
         w.log.write("orphans " + std::to_string(o.index) + " " +
                     std::to_string(co_await nodes_left(s, o.root, o.locks, s.id())));
         watchdog.cancel();
+        busy_signals.cancel();
         co_await s.async_close(as_tuple(use_awaitable));
       },
       [&](std::exception_ptr e) {
         if (e) status = 1;
         watchdog.cancel();
+        busy_signals.cancel();
       });
+  std::thread second([&io] { io.run(); });
   io.run();
+  second.join();
   return status;
 }
 

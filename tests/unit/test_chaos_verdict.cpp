@@ -54,6 +54,26 @@ TEST_CASE("a hold during which its process was paused counts up to the pause") {
   CHECK(judge(holds, {}, {{1, 10 * ms, 7900 * ms}}, grace).overlaps == 1);
 }
 
+TEST_CASE("a hold whose lock object's strand was kept busy counts up to that; a busy strand of another lock excuses nothing") {
+  // Worker 0's object of lock 0 was kept busy from 10 ms (the busy_strand
+  // fault): its lost signal could not reach it, as in a paused process.
+  std::vector<hold_record> holds{{0, 0, 0, 8000 * ms, 1, true}, {1, 0, 7000 * ms, 7010 * ms, 2, false}};
+  auto v = judge(holds, {}, {{0, 10 * ms, 7900 * ms, 0}}, grace);
+  CHECK(v.overlaps == 0);
+  CHECK(v.holds_cut_by_pause == 1);
+  CHECK(judge(holds, {}, {{0, 10 * ms, 7900 * ms, 1}}, grace).overlaps == 1);
+  // Its line reads back as written.
+  worker_log log;
+  pause_window busy{3, 100 * ms, 2100 * ms, 2};
+  parse_line(format(busy), log);
+  REQUIRE(log.busy.size() == 1);
+  CHECK(log.busy[0].worker == 3);
+  CHECK(log.busy[0].lock == 2);
+  CHECK(log.busy[0].to == 2100 * ms);
+  parse_line("busy 3 -1 5 4", log);  // no lock, or ending before it began
+  CHECK(log.bad_lines.size() == 1);
+}
+
 TEST_CASE("a grant asked for before its process's pause and seen after it is judged at the pause's start") {
   // Worker 1 asked at 5 ms and was granted (node 5, its third handoff)
   // before it was stopped at 10 ms; it saw the grant on waking at 7.511 s,
