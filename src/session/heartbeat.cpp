@@ -23,7 +23,8 @@ heartbeat::clock::time_point heartbeat::due() const {
     auto answered = session_.contacts().answered_since(since);
     at = std::min(at, answered == clock::time_point::max() ? clock::now() : answered + session_.contact_lag());
   }
-  return at;
+  // (A beat the C client refused is not tried again at once.)
+  return std::max(at, refused_at_ + session_.negotiated_timeout() / 8);
 }
 
 void heartbeat::schedule() {
@@ -53,7 +54,10 @@ void heartbeat::send() {
         beat->schedule();
       },
       r.get());
-  if (rc != ZOK) return;
+  if (rc != ZOK) {
+    refused_at_ = clock::now();
+    return;
+  }
   r.release();
   in_flight_ = true;
   session_.after_submit();

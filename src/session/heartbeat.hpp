@@ -53,6 +53,7 @@ class heartbeat {
   asio::steady_timer timer_;
   bool in_flight_ = false;
   clock::time_point last_answer_{};  // of a request through the leader
+  clock::time_point refused_at_{};   // the last beat the C client refused at once
   std::list<std::pair<clock::time_point, completion_ptr<>>> confirmations_;
 };
 
