@@ -275,7 +275,7 @@ TEST_CASE("local handoff: the lead handed over as the waiter's deadline fires go
 // completion queued behind the deadline's. The waiter fails with
 // lock_timeout, and what it was handed (the lead, or the lock in memory)
 // goes on: the object grants a free lock after.
-TEST_CASE("local handoff: the lead or the lock handed over behind the waiter's deadline in the strand's queue goes on") {
+TEST_CASE("local handoff: the lead or the lock handed over behind the waiter's deadline in the strand's queue goes on" * doctest::test_suite("threads")) {
   for (bool lead : {true, false}) {
     CAPTURE(lead);
     asio::io_context io;

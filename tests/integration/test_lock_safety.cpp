@@ -385,7 +385,7 @@ TEST_CASE_FIXTURE(proxied_server, "a release whose delete was applied but whose 
   }());
 }
 
-TEST_CASE("held() and lost() may be read from any thread while the lock is lost") {
+TEST_CASE("held() and lost() may be read from any thread while the lock is lost" * doctest::test_suite("threads")) {
   asio::io_context io;
   auto work = asio::make_work_guard(io);
   std::thread runner([&] { io.run(); });
@@ -459,7 +459,7 @@ TEST_CASE("uuids differ in a forked child: a child never takes its parent's node
 }
 
 
-TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a multi-threaded io_context leave no node behind") {
+TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a multi-threaded io_context leave no node behind" * doctest::test_suite("threads")) {
   // Whichever session a create lands in, the attempt's node is deleted if its
   // owner is the live session (and goes by itself with an expired one); no
   // write decided in one session is sent in the next (session::pinned), where
@@ -516,7 +516,7 @@ TEST_CASE_FIXTURE(proxied_server, "acquires across real session expiries on a mu
   for (auto& t : threads) t.join();
 }
 
-TEST_CASE_FIXTURE(proxied_server, "a race release decided in an expired session never deletes the next session's holder's node") {
+TEST_CASE_FIXTURE(proxied_server, "a race release decided in an expired session never deletes the next session's holder's node" * doctest::test_suite("threads")) {
   // race_mutex holder A (through the proxy) releases: its delete first looks
   // at the race node (exists), and that answer is read late (A's lock strand
   // is kept busy), after A's session expired, B took the node and A's next
@@ -615,7 +615,7 @@ TEST_CASE("a follower that lost its quorum answers on, but the lost signal is no
   }(), 60s);
 }
 
-TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body, and says lock_lost") {
+TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body, and says lock_lost" * doctest::test_suite("threads")) {
   // The caller, the lock's strand and the C client's strand run on different
   // threads: binding the lost signal must not race its emission (under
   // ThreadSanitizer). The caller on a strand finds its body there; a caller
@@ -663,7 +663,7 @@ TEST_CASE("with_lock on a multi-threaded io_context: every loss aborts its body,
   }
 }
 
-TEST_CASE("with_lock on a thread pool: the body runs on its caller's strand, in an awaitable of that strand's type") {
+TEST_CASE("with_lock on a thread pool: the body runs on its caller's strand, in an awaitable of that strand's type" * doctest::test_suite("threads")) {
   // The caller's state is guarded by its strand: after every suspension of
   // the body (a session's reply, a timer) it must be on that strand again,
   // not on the lock's; and the loss must still abort it. Before: the body
@@ -863,7 +863,7 @@ TEST_CASE_FIXTURE(proxied_server, "requeue_on_expiry: a waiter whose session exp
   }(), 30s);
 }
 
-TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a create decided as the connection went waits for the next one, its listing fails meanwhile: the node is found, granted") {
+TEST_CASE_FIXTURE(holder_and_proxied_waiter, "a create decided as the connection went waits for the next one, its listing fails meanwhile: the node is found, granted" * doctest::test_suite("threads")) {
   // The acquire's wait for the connection ends (connected); before it is
   // read (its lock strand kept busy) the connection goes again: the create
   // it then decides waits for the next connection with no deadline of its
@@ -1311,7 +1311,7 @@ TEST_CASE("partial cancellation: the acquire ends at once, and later cancellatio
   }(), 60s);
 }
 
-TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context: no race, no hang") {
+TEST_CASE("acquires cancelled from other threads of a multi-threaded io_context: no race, no hang" * doctest::test_suite("threads")) {
   asio::io_context io;
   auto work = asio::make_work_guard(io);
   std::vector<std::thread> threads;
@@ -1716,7 +1716,7 @@ TEST_CASE("with_lock: a caller cancelled again while the release waits for its r
   t.settle();
 }
 
-TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the lock's strand say lock_lost, and release") {
+TEST_CASE("with_lock: the loss and the caller's cancellation in one tick of the lock's strand say lock_lost, and release" * doctest::test_suite("threads")) {
   // The two stops of the body meet: the caller cancelled from the loss's own
   // handlers, before the loss's stop (by the observer, which hears the loss
   // first, on the strand) or right after it (by a lost wait of its own,
@@ -1778,7 +1778,7 @@ struct thread_running {
   std::thread thread;
 };
 
-TEST_CASE("with_lock: a loss after the body has started, before its first wait, stops its next wait") {
+TEST_CASE("with_lock: a loss after the body has started, before its first wait, stops its next wait" * doctest::test_suite("threads")) {
   // The lock's strand runs on one thread, the caller on another: the body
   // sees the loss happen after with_lock's check and before it waits. The
   // loss's stop, posted to the body's executor, runs while the body is

@@ -238,7 +238,7 @@ TEST_CASE("multi applies all operations or none") {
   }());
 }
 
-TEST_CASE("every completion token works") {
+TEST_CASE("every completion token works" * doctest::test_suite("threads")) {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
   auto path = unique_path("session-tokens");
@@ -496,7 +496,7 @@ TEST_CASE("nothing is printed by default; a log sink receives the C client's lin
   }
 }
 
-TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads") {
+TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads" * doctest::test_suite("threads")) {
   // What zkasio::mutex relies on (see send_create in src/recipes/engine/acquire_runner.cpp): a create
   // submitted, then a listing posted to the same strand and submitted from
   // there: the create's handler runs first, and the listing shows the node.

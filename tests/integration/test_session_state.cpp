@@ -240,7 +240,7 @@ TEST_CASE("a lost create reply: the node exists although the create failed") {
   }());
 }
 
-TEST_CASE("session expiry: pending operations fail, a new session starts, generation counts") {
+TEST_CASE("session expiry: pending operations fail, a new session starts, generation counts" * doctest::test_suite("threads")) {
   zk_servers servers;
   tcp_proxy proxy(servers.host(1));
   asio::io_context io;
@@ -441,7 +441,7 @@ TEST_CASE("closing over a dead connection does not stall the executor") {
   servers.resume();
 }
 
-TEST_CASE("one session used from four threads") {
+TEST_CASE("one session used from four threads" * doctest::test_suite("threads")) {
   asio::io_context io;
   session s(io, test_options(shared_hosts(), 10s));
   const std::string dir = "/threads-" + std::to_string(getpid());
