@@ -7,8 +7,9 @@
 // leader queued behind A; the follower paused (SIGSTOP) the moment A's
 // last_contact() moves (a heartbeat just answered), for each pause length
 // from 0.5 s to 6 s (the shorter ones the session survives, the longer
-// ones it does not). Whenever B is granted, A must have been told first
-// (its lost signal), or have released.
+// ones it does not), and a few with A busy (a write every 10 ms). Whenever
+// B is granted, A must have been told first (its lost signal), or have
+// released.
 //
 // Before the fix (338ae7f): last_contact() was the heartbeat just answered,
 // whose touch never reached the leader; B was granted about 2.8 s after the
@@ -19,10 +20,16 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 #include <zkasio/mutex.hpp>
 
 #include "support/async.hpp"
@@ -70,9 +77,15 @@ TEST_CASE("a follower paused just after it answered a heartbeat: its holder is t
   // (A margin of half a second: room for this process's own lateness on a
   // loaded machine; on 338ae7f B was granted 0.7 s before A was told.)
   constexpr std::chrono::milliseconds timeout = 4s, margin = 500ms;
+  // Each pause length with A idle (its heartbeats alone), and a few with A
+  // busy (a write of its session every 10 ms, each through the leader).
+  std::vector<std::pair<std::chrono::milliseconds, bool>> rounds;
+  for (auto pause = 500ms; pause <= 6000ms; pause += 500ms) rounds.emplace_back(pause, false);
+  for (auto pause : {3500ms, 5000ms, 6000ms}) rounds.emplace_back(pause, true);
   int granted_in_pause = 0;
-  for (auto pause = 500ms; pause <= 6000ms; pause += 500ms) {
+  for (auto [pause, busy] : rounds) {
     CAPTURE(pause.count());
+    CAPTURE(busy);
     asio::io_context io;
     session a(io, test_options(servers.host(follower), timeout));
     session b(io, test_options(servers.host(leader), timeout));
@@ -81,6 +94,7 @@ TEST_CASE("a follower paused just after it answered a heartbeat: its holder is t
     mutex mb(b, path);
     std::optional<clock_type::time_point> lost_at, released_at, granted_at;
     lock b_held;
+    bool writing = false;  // (outlives the run: its writer may still wait on the io_context)
     run(io, [&]() -> awaitable<void> {
       auto held = co_await ma.async_acquire();
       held.async_wait_lost([&](zkasio::error_code ec) {
@@ -92,6 +106,18 @@ TEST_CASE("a follower paused just after it answered a heartbeat: its holder is t
         b_held = std::move(l);
       });
       REQUIRE(co_await settles_at(b, path, 2));  // B queued behind A
+      writing = busy;
+      if (busy) {
+        co_await a.async_create(path + "-busy", "", create_options(create_mode::ephemeral), asio::use_awaitable);
+        asio::co_spawn(io, [&]() -> awaitable<void> {
+          asio::steady_timer every(io);
+          while (writing) {
+            co_await a.async_set_data(path + "-busy", "x", as_tuple(asio::use_awaitable));
+            every.expires_after(10ms);
+            co_await every.async_wait(as_tuple(asio::use_awaitable));
+          }
+        }, asio::detached);
+      }
       // The moment a heartbeat's answer moves A's last_contact (eventually
       // looks every millisecond; the leader pings every 100 ms).
       auto seen = a.last_contact();
@@ -100,9 +126,10 @@ TEST_CASE("a follower paused just after it answered a heartbeat: its holder is t
       auto paused_at = clock_type::now();
       REQUIRE(co_await eventually([&] { return granted_at || clock_type::now() - paused_at >= pause; }, pause + 5s));
       paused.resume();
+      writing = false;
       if (granted_at) {
         ++granted_in_pause;
-        MESSAGE("pause " << pause.count() << " ms: B granted " << ms(*granted_at - paused_at) << " ms in, A told "
+        MESSAGE(std::string(busy ? "busy, pause " : "pause ") << pause.count() << " ms: B granted " << ms(*granted_at - paused_at) << " ms in, A told "
                          << (lost_at ? std::to_string(ms(*lost_at - paused_at)) + " ms in" : std::string("never")));
       } else {
         // A's session lived through the pause: A gives the lock up (at once
