@@ -6,11 +6,6 @@ namespace zkasio::detail {
 
 namespace {
 
-// Errors that mean the node went with the session.
-bool session_gone(error_code ec) {
-  return ec == zk_error::session_expired || ec == error::session_closed || ec == zk_error::auth_failed;
-}
-
 // Sends the listing contenders are waiting to share (next_listing), if any;
 // it is in flight until its reply. On the strand.
 void send_next_listing(const std::shared_ptr<engine_state>& m) {
@@ -69,46 +64,41 @@ awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec
   co_return connect_ec;
 }
 
-// Deletes `name` (a node this process created for the ephemeral owner
-// `owner_id`), retrying after connection losses while that session lives;
-// never another session's node. lock_lost when it was gone already (or went
-// with its session); a retry that finds it gone counts as deleted: the
-// first attempt took effect.
-//
-// The race recipes' node (`name` empty) is one path that every holder
-// creates in turn: it is deleted only while it is still this session's and,
-// when `czxid` is known, the same incarnation. The delete is pinned to the
-// node's session: decided on an exists answered in it, it is never sent in
-// the session that follows an expiry, where another session's node may be
-// at the path by then. (Only an operator's delete and another session's
-// create between that check and the delete, in one session, escape it.)
+// Carries out node_removal's actions for `name` (the race recipes' node
+// when empty) and feeds each answer back: decides nothing. The delete is
+// sent pinned to the node's session (session::pinned), so that even an
+// answer read late, after the next session began, sends nothing in it.
+awaitable<error_code> remove_node(std::shared_ptr<engine_state> m, std::string_view name, node_removal::target t) {
+  auto& s = m->s;
+  node_removal fsm(t);
+  // (The id is read after the generation: race_run::look says why.)
+  auto look = [&s] { return node_removal::look{.generation = s.generation(), .session_id = s.id()}; };
+  for (auto next = fsm.start(look());;) {
+    if (auto* d = std::get_if<node_removal::done>(&next)) {
+      if (d->forget) m->known->gone(name);
+      co_return d->ec;
+    }
+    node_removal::event answer;
+    if (auto* c = std::get_if<node_removal::connect>(&next)) {
+      answer = node_removal::connected{co_await until_retry(m, c->after)};
+    } else if (std::holds_alternative<node_removal::sync>(next)) {
+      auto [ec] = co_await s.async_sync(m->path, as_tuple(use_awaitable));
+      answer = node_removal::synced{ec};
+    } else if (std::holds_alternative<node_removal::look_up>(next)) {
+      auto [ec, st] = co_await s.async_exists(m->full(name), as_tuple(use_awaitable));
+      answer = node_removal::looked_up{ec, st};
+    } else {
+      auto [ec] = co_await s.pinned(fsm.generation()).async_remove(m->full(name), as_tuple(use_awaitable));
+      answer = node_removal::removed{ec};
+    }
+    next = fsm.resume(answer, look());
+  }
+}
+
 awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name,
                                   std::int64_t owner_id, std::uint64_t generation, std::int64_t czxid) {
-  auto& s = m->s;
-  auto pinned = s.pinned(generation);
-  for (bool retry = false;; retry = true) {
-    if (s.id() != owner_id) {  // a later ZooKeeper session: the node went with its own
-      m->known->gone(name);
-      co_return make_error_code(error::lock_lost);
-    }
-    error_code ec;
-    if (name.empty()) {
-      auto [stat_ec, st] = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-      ec = stat_ec;
-      if (!ec && (!st || st->ephemeral_owner != owner_id || (czxid != 0 && st->czxid != czxid)))
-        co_return retry ? error_code{} : error_code(error::lock_lost);
-    }
-    if (!ec) std::tie(ec) = co_await pinned.async_remove(m->full(name), as_tuple(use_awaitable));
-    // (Closed while disconnected, a session's nodes live until it expires.)
-    if (!ec || ec == zk_error::no_node || loss_of(ec) == loss::session_over) m->known->gone(name);
-    if (!ec || (ec == zk_error::no_node && retry)) co_return error_code{};
-    if (ec == zk_error::no_node || session_gone(ec)) co_return make_error_code(error::lock_lost);
-    if (ec != condition::retryable) co_return ec;
-    if (auto connect_ec = co_await until_retry(m, ec)) {
-      if (loss_of(connect_ec) == loss::session_over) m->known->gone(name);
-      co_return make_error_code(error::lock_lost);
-    }
-  }
+  return remove_node(std::move(m), name,
+                     {.owner = owner_id, .generation = generation, .czxid = czxid, .race = name.empty()});
 }
 
 attempt fresh_attempt(const engine_state& m, const acquire_request& request) {

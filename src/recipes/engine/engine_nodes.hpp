@@ -5,6 +5,7 @@
 #include <zkasio/error_code.hpp>
 
 #include "recipes/engine/engine.hpp"
+#include "recipes/machines/node_removal.hpp"
 
 namespace zkasio::detail {
 
@@ -16,12 +17,15 @@ awaitable<listing> fresh_listing(std::shared_ptr<engine_state> m);
 // After a request failed with `ec` (retryable; or none yet): once it may be
 // asked again (connected; after a busy answer, a pause first).
 awaitable<error_code> until_retry(std::shared_ptr<engine_state> m, error_code ec);
-// Deletes `name`, a node of the ephemeral owner `owner_id`, made in the
-// session's `generation` (the race recipes' node when empty, and then only
-// the incarnation `czxid` if known), retried while that session lives, and
-// never sent in another (session::pinned); lock_lost when it was gone
-// already. `name` is viewed, not copied: its owner (the hold, the attempt
-// in the caller's frame, or a literal) outlives the deletion.
+// Removes `name` (the race recipes' node when empty), the node `t`, as
+// node_removal decides (src/recipes/machines/node_removal.hpp: never
+// another session's node, never sent in another session): success, or
+// lock_lost when it was gone already or went with its session. `name` is
+// viewed, not copied: its owner (the hold, the attempt in the caller's
+// frame, or a literal) outlives the removal.
+awaitable<error_code> remove_node(std::shared_ptr<engine_state> m, std::string_view name, node_removal::target t);
+// The same for a node known to be made: of the ephemeral owner `owner_id`,
+// in the session's `generation`, the incarnation `czxid` if known.
 awaitable<error_code> delete_node(std::shared_ptr<engine_state> m, std::string_view name, std::int64_t owner_id,
                                   std::uint64_t generation, std::int64_t czxid = 0);
 attempt fresh_attempt(const engine_state& m, const acquire_request& request);

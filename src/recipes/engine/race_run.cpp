@@ -9,40 +9,13 @@ namespace zkasio::detail {
 
 namespace {
 
-// Whether a race contender's create took effect: the node at the path,
-// after a sync, if the attempt's session owns it (with the session's turn,
-// such a node is this attempt's); nullopt if not. Asked again while the
-// connection fails; session_expired once the attempt's session is over (the
-// node, if made, went with it).
-awaitable<std::tuple<error_code, std::optional<node_stat>>> find_race_node(std::shared_ptr<engine_state> m,
-                                                                               const attempt& a) {
-  auto& s = m->s;
-  auto failure = [](error_code ec) { return std::make_tuple(ec, std::optional<node_stat>()); };
-  // `failed`: the last request's error.
-  for (error_code failed;;) {
-    if (auto connect_ec = co_await until_retry(m, failed)) co_return failure(connect_ec);
-    if (s.generation() != a.generation) co_return failure(make_error_code(zk_error::session_expired));
-    std::tie(failed) = co_await s.async_sync(m->path, as_tuple(use_awaitable));
-    if (ride_through(failed, s, a)) continue;
-    if (failed && failed != zk_error::no_node) co_return failure(failed);
-    std::optional<node_stat> st;
-    std::tie(failed, st) = co_await s.async_exists(m->path, as_tuple(use_awaitable));
-    if (ride_through(failed, s, a)) continue;
-    if (failed) co_return failure(failed);
-    if (st && st->ephemeral_owner != a.session_id) st.reset();
-    co_return std::make_tuple(error_code{}, st);
-  }
-}
-
 // After a failed or cancelled race: deletes the node if this attempt's
-// create took effect (this session's node: the attempt has the session's
-// turn, which it keeps until then).
+// create took effect (found first: this session's node, which with the
+// session's turn, kept by this frame until the removal is done, is the
+// attempt's).
 awaitable<error_code> remove_race_node(std::shared_ptr<engine_state> m, attempt a) {
-  a.one_look = false;  // (a try's cleanup waits for the connection all the same)
-  auto [ec, mine] = co_await find_race_node(m, a);
-  if (ec == zk_error::session_expired) co_return error_code{};  // it went with its session
-  if (ec || !mine) co_return ec;
-  co_return co_await delete_node(m, "", mine->ephemeral_owner, a.generation, a.stat.czxid ? a.stat.czxid : mine->czxid);
+  co_return co_await remove_node(
+      m, "", {.owner = a.session_id, .generation = a.generation, .czxid = a.stat.czxid, .race = true, .find_first = true});
 }
 
 }  // namespace
