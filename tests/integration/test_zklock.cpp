@@ -40,6 +40,12 @@ std::vector<std::string> with_zklock(std::vector<std::string> args) {
 }
 
 int zklock(std::vector<std::string> args) { return wait_child(spawn(with_zklock(std::move(args))), 60s); }
+// The same while the test's own sessions, on `io`, hold their locks: `io`
+// runs meanwhile.
+int zklock(asio::io_context& io, std::vector<std::string> args) {
+  running_meanwhile heartbeats(io);
+  return zklock(std::move(args));
+}
 
 // zklock's exit status and all it printed (stdout, then stderr's lines as
 // they came: one pipe), within `limit` (then killed: -1).
@@ -67,6 +73,10 @@ zklock_output zklock_says(std::vector<std::string> args, std::chrono::millisecon
                                           deadline - std::chrono::steady_clock::now()),
                                       0ms));
   return result;
+}
+zklock_output zklock_says(asio::io_context& io, std::vector<std::string> args) {
+  running_meanwhile heartbeats(io);
+  return zklock_says(std::move(args));
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -211,8 +221,8 @@ TEST_CASE("zklock exits with the command's status, or says why not") {
   session s(io, test_options(hosts));
   mutex m(s, path);
   auto held = run(io, m.async_acquire(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", path, "--", "true"}) == 124);
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0.3", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", path, "--", "true"}) == 124);
   run(io, [&]() -> asio::awaitable<void> {
     // Nothing left behind by the failed attempts: only our node.
     auto contenders = co_await m.async_contenders(asio::use_awaitable);
@@ -263,19 +273,19 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
   session s(io, test_options(hosts));
   shared_mutex rw(s, path);
   auto reading = run(io, rw.async_acquire_shared(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--read", path, "--", "true"}) == 0);
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--write", path, "--", "true"}) == 124);
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--write", path, "--", "true"}) == 124);
-  CHECK(zklock({"--hosts", hosts, "--read", "--write", path, "--", "true"}) == 125);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--read", path, "--", "true"}) == 0);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--write", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0.3", "--write", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--read", "--write", path, "--", "true"}) == 125);
   // A mutex on the same path is another recipe's lock, which it would not
   // exclude: refused, naming the other kind's node; run with --allow-mixed.
-  auto mixed = zklock_says({"--hosts", hosts, "--timeout", "0", path, "--", "true"});
+  auto mixed = zklock_says(io, {"--hosts", hosts, "--timeout", "0", path, "--", "true"});
   CHECK(mixed.status == 125);
   CHECK(contains(mixed.text, "holds a read/write lock's node _c_"));
   CHECK(contains(mixed.text, "--allow-mixed"));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--allow-mixed", path, "--", "true"}) == 0);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--allow-mixed", path, "--", "true"}) == 0);
   // And a semaphore's layout on a plain lock's path.
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 125);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 125);
   run(io, [&]() -> asio::awaitable<void> {
     co_await reading.async_release(asio::use_awaitable);
     auto writing = co_await rw.async_acquire(asio::use_awaitable);
@@ -283,7 +293,7 @@ TEST_CASE("zklock --read and --write: readers share, a writer excludes them; the
     co_await writing.async_release(asio::use_awaitable);
   }());
   auto writing = run(io, rw.async_acquire(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--read", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0.3", "--read", path, "--", "true"}) == 124);
   run(io, writing.async_release(asio::use_awaitable));
   CHECK(await_no_lock_nodes(hosts, path));
 }
@@ -295,14 +305,14 @@ TEST_CASE("zklock --semaphore N: at most N commands at once") {
   session s(io, test_options(hosts));
   semaphore leases(s, path, 2);
   auto one = run(io, leases.async_acquire(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 0);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 0);
   auto two = run(io, leases.async_acquire(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 124);
-  CHECK(zklock({"--hosts", hosts, "--timeout", "0.3", "--semaphore", "2", path, "--", "true"}) == 124);
-  CHECK(zklock({"--hosts", hosts, "--semaphore", "0", path, "--", "true"}) == 125);
-  CHECK(zklock({"--hosts", hosts, "--semaphore", "2", "--read", path, "--", "true"}) == 125);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0", "--semaphore", "2", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "0.3", "--semaphore", "2", path, "--", "true"}) == 124);
+  CHECK(zklock(io, {"--hosts", hosts, "--semaphore", "0", path, "--", "true"}) == 125);
+  CHECK(zklock(io, {"--hosts", hosts, "--semaphore", "2", "--read", path, "--", "true"}) == 125);
   run(io, one.async_release(asio::use_awaitable));
-  CHECK(zklock({"--hosts", hosts, "--timeout", "5", "--semaphore", "2", path, "--", "true"}) == 0);
+  CHECK(zklock(io, {"--hosts", hosts, "--timeout", "5", "--semaphore", "2", path, "--", "true"}) == 0);
   run(io, two.async_release(asio::use_awaitable));
   CHECK(await_no_lock_nodes(hosts, path + "/leases"));
 }

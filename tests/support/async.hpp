@@ -140,4 +140,28 @@ class io_threads {
   std::vector<std::thread> threads_;
 };
 
+// Runs `io` on a thread of its own while it lives, so that the sessions on
+// it keep their heartbeats while the test's thread waits on something else
+// (a child process that runs for seconds under a sanitizer: without them a
+// session would expire under its lock); stopped and joined at its end, and
+// `io` ready to run again on the test's thread (what was queued stays).
+class running_meanwhile {
+ public:
+  explicit running_meanwhile(asio::io_context& io) : io_(io), thread_([&io] {
+    auto work = asio::make_work_guard(io);
+    io.run();
+  }) {}
+  ~running_meanwhile() {
+    io_.stop();
+    thread_.join();
+    io_.restart();
+  }
+  running_meanwhile(const running_meanwhile&) = delete;
+  running_meanwhile& operator=(const running_meanwhile&) = delete;
+
+ private:
+  asio::io_context& io_;
+  std::thread thread_;
+};
+
 }  // namespace zkasio::test
