@@ -13,7 +13,7 @@ struct heartbeat::beat_request : request<> {
 
 heartbeat::clock::time_point heartbeat::due() const {
   if (!session_.connected()) return clock::time_point::max();
-  auto at = last_sent_ + session_.negotiated_timeout() / 8;
+  auto at = last_answer_ + session_.negotiated_timeout() / 8;
   if (!confirmations_.empty()) {
     auto since = std::min_element(confirmations_.begin(), confirmations_.end(), [](auto& a, auto& b) {
                    return a.first < b.first;
@@ -63,8 +63,8 @@ void heartbeat::send() {
   session_.after_submit();
 }
 
-void heartbeat::answered(bool through_leader, clock::time_point submitted) {
-  if (through_leader) last_sent_ = std::max(last_sent_, submitted);
+void heartbeat::answered(bool through_leader) {
+  if (through_leader) last_answer_ = clock::now();
   if (confirmations_.empty()) return;
   auto certified = session_.last_contact();
   for (auto it = confirmations_.begin(); it != confirmations_.end();) {

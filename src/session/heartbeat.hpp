@@ -1,10 +1,7 @@
 // Keeps a connected session's last_contact fresh (contact_tracker.hpp says
 // what proves a contact), and confirms it on request. A sync (the cheapest
 // request that goes through the leader) goes whenever no request through
-// the leader that was answered had been sent in the last eighth of the
-// negotiated timeout (what certifies a contact is a request sent after it:
-// the answers of a burst sent long ago, drained for tens of seconds,
-// certify nothing, and must not hold the beats back); while a
+// the leader was answered for an eighth of the negotiated timeout; while a
 // caller waits for a contact after some moment (confirm), one goes at once
 // if no request answered since that moment could be certified, and another
 // `lag` after such an answer (its answer then certifies it). At most one in
@@ -36,11 +33,10 @@ class heartbeat {
   // Connected: beats from now on, until stop() or a lost connection.
   void start() { schedule(); }
   void stop() { timer_.cancel(); }
-  // A request sent at `submitted` was answered (through the leader or
-  // not), or the certified contact moved: confirmations it satisfies
-  // complete, and, through the leader, the next beat is due an eighth after
-  // `submitted`.
-  void answered(bool through_leader, clock::time_point submitted);
+  // A request through the leader was answered, or the certified contact
+  // moved: confirmations it satisfies complete, and the next beat is due
+  // from now.
+  void answered(bool through_leader);
   // Completes `done` once last_contact() is at or after `since`.
   void confirm(clock::time_point since, completion_ptr<> done);
   // Completes every confirmation waiting with `ec` (the session ended).
@@ -56,7 +52,7 @@ class heartbeat {
   session_impl& session_;
   asio::steady_timer timer_;
   bool in_flight_ = false;
-  clock::time_point last_sent_{};  // the latest request through the leader answered: when it was sent
+  clock::time_point last_answer_{};  // of a request through the leader
   clock::time_point refused_at_{};   // the last beat the C client refused at once
   std::list<std::pair<clock::time_point, completion_ptr<>>> confirmations_;
 };

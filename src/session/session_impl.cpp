@@ -158,7 +158,7 @@ void session_impl::on_session_event(int state) {
     // may have come late); so did the leader (contact_tracker.hpp).
     contacts_.connected(pump_.socket_seen());
     last_contact_.store(contacts_.certified().time_since_epoch().count(), std::memory_order_release);
-    heartbeat_.answered(true, clock::now());  // (the handshake certifies itself)
+    heartbeat_.answered(true);
     set_state(session_state::connected);
     for (auto& waiter : std::exchange(connect_waiters_, {})) waiter->complete({});
     // The watches first: a request submitted after a watch was asked for is
@@ -288,7 +288,7 @@ void session_impl::note_answer(int rc, clock::time_point submitted, bool through
   if (unanswered(rc)) return;
   contacts_.answered(submitted, clock::now(), through_leader, contact_lag());
   last_contact_.store(contacts_.certified().time_since_epoch().count(), std::memory_order_release);
-  heartbeat_.answered(through_leader, submitted);
+  heartbeat_.answered(through_leader);
 }
 
 // A ping period (tickTime / 2) and as much again for the ping's delivery.
