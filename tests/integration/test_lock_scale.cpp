@@ -4,7 +4,9 @@
 // and the server refuses one larger than jute.maxbuffer).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <asio/io_context.hpp>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <vector>
@@ -35,12 +37,19 @@ void queue_restart_drain(int locks, int waiters) {
   std::vector<std::unique_ptr<mutex>> mutexes;
   std::vector<std::vector<std::int64_t>> granted(static_cast<std::size_t>(locks));
   std::vector<lock> holders;
-  int failures = 0, grants = 0;
+  int failures = 0, grants = 0, lost_signals = 0;
+  auto least_stale_at_signal = std::chrono::steady_clock::duration::max();
   std::map<std::string, int> failed_with;
   for (int i = 0; i < locks; ++i)
     mutexes.push_back(std::make_unique<mutex>(s, "/scale-waiters-of-one-session/lock-" + std::to_string(i)));
   run(io, [&]() -> awaitable<void> {
     for (auto& m : mutexes) holders.push_back(co_await m->async_acquire(use_awaitable));
+    // A holder's lost signal: how old its session's last contact was then.
+    for (auto& held : holders)
+      held.lost_slot().assign([&](asio::cancellation_type) {
+        ++lost_signals;
+        least_stale_at_signal = std::min(least_stale_at_signal, std::chrono::steady_clock::now() - s.last_contact());
+      });
     for (int i = 0; i < locks; ++i)
       for (int w = 0; w < waiters; ++w)
         mutexes[static_cast<std::size_t>(i)]->async_acquire([&, i](zkasio::error_code ec, lock l) {
@@ -68,9 +77,11 @@ void queue_restart_drain(int locks, int waiters) {
   // drain of the locks released first would share the wait for the others'
   // (a loaded machine outlasted a minute so).
   // A holder's release succeeds, or says lock_lost when its lock may have
-  // been lost meanwhile: only when the outage outlasted most of the 30 s
-  // session (a loaded machine's restart can: the session is then past
-  // what it can be sure of).
+  // been lost meanwhile: only once its lost signal fired, and that only
+  // when the session's last contact was a timeout less the margin old (a
+  // loaded machine's restart, with the drain of the waiters' creates
+  // before it, during which no contact can be certified, can outlast
+  // that).
   int released = 0, lost = 0;
   for (auto& held : holders)
     held.async_release([&](zkasio::error_code ec) {
@@ -80,10 +91,11 @@ void queue_restart_drain(int locks, int waiters) {
     });
   REQUIRE(run_until(io, [&] { return released == locks && grants + failures == locks * waiters; }, 300s));
   for (auto& [what, count] : failed_with) MESSAGE(count << " failed with: " << what);
+  CHECK(lost == lost_signals);
   if (lost > 0) {
     auto outage_ms = std::chrono::duration_cast<std::chrono::milliseconds>(outage).count();
     MESSAGE(lost << " holders told lock_lost after an outage of " << outage_ms << " ms");
-    CHECK(outage > 20s);
+    CHECK(least_stale_at_signal >= s.negotiated_timeout() - lock_options{}.safety_margin);
   }
   CHECK(failures == 0);
   for (auto& order : granted) {
