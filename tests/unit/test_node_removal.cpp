@@ -183,6 +183,14 @@ TEST_CASE("the race node found its own, but the answer read in the next session:
   CHECK(d.forget);
 }
 
+TEST_CASE("the race node another's, read in the next session: the session's end decides (lock_lost, forgotten)") {
+  nr fsm(race());
+  fsm.start(now());
+  auto d = finished(fsm.resume(nr::looked_up{{}, owned_by(other_session, 900)}, later_session()));
+  CHECK(d.ec == error::lock_lost);
+  CHECK(d.forget);
+}
+
 TEST_CASE("the race node's delete decided, then refused by its pin (the session ended): lock_lost") {
   auto fsm = removing_race();
   CHECK(fsm.generation() == generation);  // the pin the runner sends it with

@@ -78,11 +78,13 @@ node_removal::action node_removal::attempt(const look& now) {
 
 node_removal::action node_removal::on_own(const looked_up& l, const look& now) {
   if (l.ec) return after(l.ec);
+  // Read in a later session, the answer says nothing more: the session's
+  // end decides (its node went with it).
+  if (now.generation != target_.generation) return attempt(now);
   // Another's now, or another incarnation: not this session's to delete;
   // after a delete whose answer was lost, that delete took effect.
   if (!l.stat || l.stat->ephemeral_owner != target_.owner || (target_.czxid != 0 && l.stat->czxid != target_.czxid))
     return finish(unanswered_delete_ ? error_code{} : code(error::lock_lost));
-  if (now.generation != target_.generation) return attempt(now);
   stage_ = stage::removing;
   return remove{};
 }
