@@ -145,6 +145,8 @@ class io_threads {
 // (a child process that runs for seconds under a sanitizer: without them a
 // session would expire under its lock); stopped and joined at its end, and
 // `io` ready to run again on the test's thread (what was queued stays).
+// (Not io_threads: that waits for run() to return, which a session's
+// heartbeats never let it do.)
 class running_meanwhile {
  public:
   explicit running_meanwhile(asio::io_context& io) : io_(io), thread_([&io] {
