@@ -12,7 +12,8 @@
 // InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch. A holder
 // ends its hold when Curator says the connection is SUSPENDED or LOST (what
 // Curator's documentation asks of every lock user), logged as its lost
-// signal. Then each of those locks once more (a "final" line), the nodes of
+// signal. Then the nodes of its session that Curator lost track of, deleted
+// ("leaked"), each of those locks once more (a "final" line), the nodes of
 // its session left under the lock paths ("orphans"), and exit 0.
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -237,8 +238,9 @@ public class CuratorWorker {
   }
 
   // The nodes of this session under `node`, two levels down (a semaphore's
-  // leases and its mutex's nodes are a level below its path).
-  int mine(String node, int depth) throws Exception {
+  // leases and its mutex's nodes are a level below its path); deleted too
+  // if `remove`.
+  int mine(String node, int depth, boolean remove) throws Exception {
     List<String> kids;
     try {
       kids = client.getChildren().forPath(node);
@@ -249,10 +251,34 @@ public class CuratorWorker {
     int n = 0;
     for (String kid : kids) {
       Stat st = client.checkExists().forPath(node + "/" + kid);
-      if (st != null && st.getEphemeralOwner() == session) ++n;
-      if (depth > 1) n += mine(node + "/" + kid, depth - 1);
+      if (st != null && st.getEphemeralOwner() == session) {
+        ++n;
+        if (remove) {
+          try {
+            client.delete().forPath(node + "/" + kid);
+          } catch (org.apache.zookeeper.KeeperException.NoNodeException e) {
+            // (gone meanwhile)
+          }
+        }
+      }
+      if (depth > 1) n += mine(node + "/" + kid, depth - 1, remove);
     }
     return n;
+  }
+
+  // This session's nodes under every lock path, deleted; how many. (Retried
+  // while the connection is down: at most 20 s.)
+  int leakedNodesRemoved() throws Exception {
+    for (long until = System.nanoTime() + 20_000_000_000L;;) {
+      try {
+        int n = 0;
+        for (int i = 0; i < recipes.length; ++i) n += mine(path(i), 2, true);
+        return n;
+      } catch (org.apache.zookeeper.KeeperException e) {
+        if (System.nanoTime() > until) throw e;
+        Thread.sleep(100);
+      }
+    }
   }
 
   void run(int threads) throws Exception {
@@ -278,6 +304,13 @@ public class CuratorWorker {
     }
     for (Thread t : running) t.join();
     if (!failures.isEmpty()) throw failures.get(0);
+    // Every thread has ended: a node of this session still there is one
+    // Curator lost track of (a LeaderLatch's or a mutex's after a
+    // reconnection: CURATOR-498, CURATOR-315 are such bugs). It would stand
+    // at the head of its queue for as long as the session lives, every
+    // waiter without a deadline behind it, zkasio's too: counted
+    // ("leaked", beside Curator) and deleted, so that the run can end.
+    append("leaked " + index + " " + leakedNodesRemoved());
     // After the faults, each lock once more: a free lock must be granted.
     long finalDeadline = stopAt + (longestWaitMs + LONGEST_HOLD_MS + 2 * sessionTimeoutMs + 5000) * 1_000_000;
     for (int lock : locks) {
@@ -293,7 +326,7 @@ public class CuratorWorker {
     int left = -1;
     for (long until = System.nanoTime() + 20_000_000_000L; left != 0 && System.nanoTime() < until;) {
       left = 0;
-      for (int i = 0; i < recipes.length; ++i) left += mine(path(i), 2);
+      for (int i = 0; i < recipes.length; ++i) left += mine(path(i), 2, false);
       if (left != 0) Thread.sleep(100);
     }
     append("orphans " + index + " " + left);

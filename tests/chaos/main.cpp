@@ -164,6 +164,41 @@ std::optional<fault_driver::holder> holder_of(const std::string& hosts, const st
   return holder;
 }
 
+// Each lock's queue as the servers hold it (its nodes, their data and
+// ephemeral owners), on stdout: printed when a worker's watchdog found
+// acquires that never completed, while the workers' nodes are still there,
+// to be read beside the sessions the workers printed.
+void dump_queues(const std::string& hosts, const std::string& root, int locks) {
+  asio::io_context io;
+  session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        using asio::experimental::as_tuple;
+        for (int i = 0; i <= locks; ++i) {
+          auto path = lock_path(root, i);
+          auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
+          std::cout << "queue of " << path << (ec ? " (unreadable: " + ec.message() + ")" : "") << ":\n";
+          auto names = kids.names;
+          std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+            return a.substr(a.size() - std::min<std::size_t>(a.size(), 10)) < b.substr(b.size() - std::min<std::size_t>(b.size(), 10));
+          });
+          for (auto& name : names) {
+            auto [data_ec, got] = co_await s.async_get_data(path + "/" + name, as_tuple(asio::use_awaitable));
+            if (data_ec) {
+              std::cout << "  " << name << " (" << data_ec.message() << ")\n";
+              continue;
+            }
+            std::cout << "  " << name << " " << got.data << " owner 0x" << std::hex << got.stat.ephemeral_owner
+                      << std::dec << " czxid " << got.stat.czxid << '\n';
+          }
+        }
+        co_await s.async_close(as_tuple(asio::use_awaitable));
+      },
+      [](std::exception_ptr) {});
+  io.run_for(20s);
+}
+
 std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 int drive(const driver_options& o) {
@@ -218,10 +253,15 @@ int drive(const driver_options& o) {
   faults.run_until(stop_at);
 
   int crashes = 0, curator_crashes = 0;
+  bool dumped = false;
   for (int w = 0; w < everyone; ++w) {
     auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(stop_at - std::chrono::steady_clock::now()) +
                  base.longest_wait + 2 * base.session_timeout + 30s;
     int status = test::wait_child(pids[w], limit);
+    if (status == 3 && !dumped) {
+      dumped = true;
+      dump_queues(servers.hosts(), root, o.locks);
+    }
     if (status != 0) {
       ++(w < o.workers ? crashes : curator_crashes);
       std::cout << (w < o.workers ? "worker " : "Curator worker ") << w << " exited with status " << status
@@ -233,7 +273,7 @@ int drive(const driver_options& o) {
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
   std::vector<final_try> final_tries;
-  int orphans = 0, curator_orphans = 0, bad_lines = 0;
+  int orphans = 0, curator_orphans = 0, bad_lines = 0, leaked = 0;
   auto could_not_act = faults.pauses();  // paused workers, and (below) busy strands
   for (int w = 0; w < everyone; ++w) {
     worker_log log;
@@ -248,6 +288,7 @@ int drive(const driver_options& o) {
     final_tries.insert(final_tries.end(), log.final_tries.begin(), log.final_tries.end());
     could_not_act.insert(could_not_act.end(), log.busy.begin(), log.busy.end());
     (by_curator ? curator_orphans : orphans) += log.orphans ? std::max(*log.orphans, 0) : 0;
+    leaked += log.leaked;
     // It never counted them: it did not end well.
     if (!log.orphans || *log.orphans < 0) ++(by_curator ? curator_crashes : crashes);
     bad_lines += static_cast<int>(log.bad_lines.size());
@@ -285,7 +326,8 @@ int drive(const driver_options& o) {
        << ", \"tokens_out_of_order\": " << v.curator.tokens_out_of_order
        << ", \"grants_after_loss\": " << v.curator.grants_after_loss
        << ", \"late_acquires\": " << v.curator.late_acquires << ", \"wedged_locks\": " << v.curator.wedged_locks
-       << ", \"orphans\": " << curator_orphans << ", \"crashes\": " << curator_crashes << "}}";
+       << ", \"leaked_nodes\": " << leaked << ", \"orphans\": " << curator_orphans
+       << ", \"crashes\": " << curator_crashes << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
             << ", final tries " << final_tries.size() << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
             << "\nfaults " << injected << ": " << faults_json.str() << "\nmust be 0: overlaps " << v.overlaps
@@ -298,7 +340,8 @@ int drive(const driver_options& o) {
             << ", tokens out of order next to a Curator grant " << v.curator.tokens_out_of_order
             << ", Curator's grants after a loss " << v.curator.grants_after_loss
             << ", Curator's late acquires " << v.curator.late_acquires << ", wedged locks "
-            << v.curator.wedged_locks << ", orphans " << curator_orphans << ", crashes " << curator_crashes << '\n';
+            << v.curator.wedged_locks << ", nodes it lost track of (deleted at its end) " << leaked << ", orphans "
+            << curator_orphans << ", crashes " << curator_crashes << '\n';
   for (auto& e : v.examples) std::cout << "  " << e << '\n';
   std::cout << json.str() << std::endl;
   if (!o.json.empty()) std::ofstream(o.json) << json.str() << '\n';

@@ -62,7 +62,7 @@ void parse_line(std::string_view line, worker_log& log) {
   acquire_record a;
   final_try f;
   pause_window busy;
-  int lost = 0, orphans = 0;
+  int lost = 0, orphans = 0, leaked = 0;
   bool read = false;
   in >> kind;
   if (kind == "hold") {
@@ -86,6 +86,8 @@ void parse_line(std::string_view line, worker_log& log) {
     }
   } else if (kind == "orphans") {
     read = static_cast<bool>(in >> h.worker >> orphans);
+  } else if (kind == "leaked") {
+    read = static_cast<bool>(in >> h.worker >> leaked) && leaked >= 0;
   } else if (kind == "busy") {
     read = static_cast<bool>(in >> busy.worker >> busy.lock >> busy.from >> busy.to) && busy.lock >= 0 &&
            busy.from <= busy.to;
@@ -98,6 +100,7 @@ void parse_line(std::string_view line, worker_log& log) {
   if (kind == "acquire") log.acquires.push_back(a);
   if (kind == "final") log.final_tries.push_back(f);
   if (kind == "orphans") log.orphans = orphans;
+  if (kind == "leaked") log.leaked += leaked;
   if (kind == "busy") log.busy.push_back(busy);
 }
 

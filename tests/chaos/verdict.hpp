@@ -89,6 +89,7 @@ struct pause_window {
 //   acquire WORKER LOCK START END|- DEADLINE RESULT   (DEADLINE -1: none)
 //   final WORKER LOCK granted|refused
 //   orphans WORKER COUNT     (nodes of its live session left after its last release)
+//   leaked WORKER COUNT      (Curator's: nodes of its session it lost track of, deleted)
 //   busy WORKER LOCK FROM TO (the strand of its object of lock LOCK kept busy)
 struct worker_log {
   std::vector<hold_record> holds;
@@ -96,6 +97,10 @@ struct worker_log {
   std::vector<final_try> final_tries;
   std::vector<pause_window> busy;
   std::optional<int> orphans;  // nullopt: the worker never got to count them
+  // Curator's: nodes of its session still there once all its threads had
+  // ended (CuratorWorker deletes them). Each stood at the head of its
+  // lock's queue, every acquire without a deadline waiting behind it.
+  int leaked = 0;
   std::vector<std::string> bad_lines;
 };
 std::string format(const hold_record& h);

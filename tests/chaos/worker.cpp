@@ -8,6 +8,7 @@
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -427,6 +428,21 @@ void keep_strands_busy(asio::signal_set& signals, worker& w, const asio::any_io_
   }));
 }
 
+// Each session of the worker as it connects, on stderr: the sessions a
+// wedge's dump (the driver's, of the queues' ephemeral owners) names.
+awaitable<void> tell_sessions(session& s, int index) {
+  auto state = session_state::connecting;
+  for (;;) {
+    auto [ec, next] = co_await s.async_wait_state_change(state, as_tuple(use_awaitable));
+    if (ec) co_return;
+    state = next;
+    if (state == session_state::connected)
+      std::cerr << "chaos worker " << index << ": session 0x" << std::hex << s.id() << std::dec << " (generation "
+                << s.generation() << ") connected at " << now() << '\n';
+    if (state == session_state::closed) co_return;
+  }
+}
+
 int run_worker(const worker_options& o) {
   // Two threads: one may be held by a busy strand (keep_strands_busy) while
   // the other runs the session. The worker's own coroutines, its log and its
@@ -456,13 +472,15 @@ int run_worker(const worker_options& o) {
   int status = 0;
   watchdog.async_wait([&](zkasio::error_code ec) {
     if (ec) return;
-    std::cerr << "chaos worker " << o.index << ": " << w.in_flight.size() << " acquires never completed:\n";
+    std::cerr << "chaos worker " << o.index << " (session 0x" << std::hex << s.id() << std::dec << "): "
+              << w.in_flight.size() << " acquires never completed:\n";
     for (auto& [id, a] : w.in_flight) {
       w.log.write(format(a));
       std::cerr << "  coroutine " << id << ": " << format(a) << '\n';  // its lock, its deadline (-1: none)
     }
     std::_Exit(3);
   });
+  asio::co_spawn(strand, tell_sessions(s, o.index), asio::detached);
   asio::co_spawn(
       strand,
       [&]() -> awaitable<void> {

@@ -224,6 +224,9 @@ TEST_CASE("log lines read back as written; a line it cannot read is set apart") 
   parse_line(format(a), log);
   parse_line(format(pending), log);
   parse_line("orphans 2 0", log);
+  parse_line("leaked 4 2", log);
+  parse_line("leaked 4 1", log);
+  parse_line("leaked 4 -1", log);
   parse_line("hold 1 2 3", log);
   parse_line("acquire 1 2 3 4x 5 ok", log);
   parse_line("hold 1 2 3 4 5 0 0 mutex write 1 1 extra", log);
@@ -248,7 +251,8 @@ TEST_CASE("log lines read back as written; a line it cannot read is set apart") 
   CHECK(log.acquires[0].end == 200);
   CHECK_FALSE(log.acquires[1].end);
   CHECK(log.orphans == 0);
-  CHECK(log.bad_lines.size() == 7);
+  CHECK(log.leaked == 3);
+  CHECK(log.bad_lines.size() == 8);
   CHECK(recipe_named("election_race") == recipe::election_race);
   CHECK_FALSE(recipe_named("unknown_recipe"));
 }
