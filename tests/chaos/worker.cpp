@@ -211,9 +211,12 @@ awaitable<acquired> acquire(semaphore& m, const request& r, acquire_token token)
   return m.async_acquire_many_until(r.leases, *r.deadline, token);
 }
 
+// (The campaign's node says when it began, after the object's data: a
+// wedge's dump then names the acquire of each node.)
 awaitable<acquired> campaign(election& e, const std::string& data, const request& r, acquire_token token) {
-  if (!r.deadline) return as_holds(e.async_campaign(data, token));
-  return as_holds(e.async_campaign_until(data, *r.deadline, token));
+  auto tagged = data + " " + std::to_string(now());
+  if (!r.deadline) return as_holds(e.async_campaign(tagged, token));
+  return as_holds(e.async_campaign_until(tagged, *r.deadline, token));
 }
 
 // One lock object of the worker, of its lock's recipe.
@@ -456,9 +459,13 @@ int run_worker(const worker_options& o) {
   worker w{o, s, {}, {}, record_file(o.log), {}};
   for (int i = 0; i <= o.locks; ++i) {
     auto plan = i == o.locks ? lock_plan{} : o.plans[i];
-    lock_options options{.safety_margin = o.safety_margin, .data = "worker-" + std::to_string(o.index)};
+    // (The data names the object too, for a wedge's dump; the fault driver
+    // reads the worker's index from its start: holder_of.)
+    auto data = "worker-" + std::to_string(o.index);
+    lock_options options{.safety_margin = o.safety_margin, .data = data + " plain"};
     w.plain.push_back(std::make_unique<lock_object>(s, lock_path(o.root, i), plan, options));
     options.requeue_on_expiry = true;
+    options.data = data + " requeue";
     if (i < o.locks) w.requeue.push_back(std::make_unique<lock_object>(s, lock_path(o.root, i), plan, options));
   }
   // An acquire that hangs must not hang the worker: past the last deadline
