@@ -31,6 +31,7 @@
 #include <asio/use_awaitable.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -122,81 +123,78 @@ driver_options parse(int argc, char** argv) {
   return o;
 }
 
-// The nodes of any session left at and under the lock paths once every
-// worker has ended (their sessions closed; at most 20 s for the server to
-// catch up).
-int all_nodes_left(const std::string& hosts, const std::string& root, int locks) {
+// Runs `read` on a session of its own to `hosts` (a reader beside the
+// workers), then closes it; `bound` at most.
+void with_own_session(const std::string& hosts, std::chrono::seconds bound,
+                      const std::function<asio::awaitable<void>(session&)>& read) {
   asio::io_context io;
   session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
-  int left = -1;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        left = co_await nodes_left(s, root, locks, std::nullopt);
+        co_await read(s);
         co_await s.async_close(asio::experimental::as_tuple(asio::use_awaitable));
       },
       [](std::exception_ptr) {});
-  io.run();
+  io.run_for(bound);
+}
+
+// The nodes of any session left at and under the lock paths once every
+// worker has ended (their sessions closed; at most 20 s for the server to
+// catch up); -1 if it cannot tell.
+int all_nodes_left(const std::string& hosts, const std::string& root, int locks) {
+  int left = -1;
+  with_own_session(hosts, 60s, [&](session& s) -> asio::awaitable<void> {
+    left = co_await nodes_left(s, root, locks, std::nullopt);
+  });
   return left;
 }
 
-// The worker that holds `path` now (its node's data says "worker-N"), if
+// The worker that holds `path` now (its node's data begins "worker-N"), if
 // any, and its session (the node's ephemeral owner; 0 if it went meanwhile).
 std::optional<fault_driver::holder> holder_of(const std::string& hosts, const std::string& path) {
-  asio::io_context io;
-  session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
-  mutex m(s, path);
   std::optional<fault_driver::holder> holder;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        using asio::experimental::as_tuple;
-        auto [ec, queue] = co_await m.async_contenders(as_tuple(asio::use_awaitable));
-        if (!ec && !queue.empty() && queue.front().data.starts_with("worker-")) {
-          holder = fault_driver::holder{std::stoi(queue.front().data.substr(7)), 0};
-          auto [stat_ec, stat] = co_await s.async_exists(queue.front().node, as_tuple(asio::use_awaitable));
-          if (!stat_ec && stat) holder->session = stat->ephemeral_owner;
-        }
-        co_await s.async_close(as_tuple(asio::use_awaitable));
-      },
-      [](std::exception_ptr) {});
-  io.run_for(10s);
+  with_own_session(hosts, 10s, [&](session& s) -> asio::awaitable<void> {
+    using asio::experimental::as_tuple;
+    mutex m(s, path);
+    auto [ec, queue] = co_await m.async_contenders(as_tuple(asio::use_awaitable));
+    if (!ec && !queue.empty() && queue.front().data.starts_with("worker-")) {
+      holder = fault_driver::holder{std::stoi(queue.front().data.substr(7)), 0};
+      auto [stat_ec, stat] = co_await s.async_exists(queue.front().node, as_tuple(asio::use_awaitable));
+      if (!stat_ec && stat) holder->session = stat->ephemeral_owner;
+    }
+  });
   return holder;
 }
 
-// Each lock's queue as the servers hold it (its nodes, their data and
-// ephemeral owners), on stdout: printed when a worker's watchdog found
-// acquires that never completed, while the workers' nodes are still there,
-// to be read beside the sessions the workers printed.
+// The sequence ZooKeeper appends to a sequential node's name: its last 10
+// characters, whatever the recipe's prefix.
+std::string_view sequence_of(std::string_view name) { return name.substr(name.size() - std::min<std::size_t>(name.size(), 10)); }
+
+// Each lock's queue as the servers hold it, in sequence order (its nodes,
+// their data and ephemeral owners), on stdout: printed when a worker's
+// watchdog found acquires that never completed, while the workers' nodes
+// are still there, to be read beside the sessions the workers printed.
 void dump_queues(const std::string& hosts, const std::string& root, int locks) {
-  asio::io_context io;
-  session s(io, session_options{.hosts = hosts, .session_timeout = 10s});
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        using asio::experimental::as_tuple;
-        for (int i = 0; i <= locks; ++i) {
-          auto path = lock_path(root, i);
-          auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
-          std::cout << "queue of " << path << (ec ? " (unreadable: " + ec.message() + ")" : "") << ":\n";
-          auto names = kids.names;
-          std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-            return a.substr(a.size() - std::min<std::size_t>(a.size(), 10)) < b.substr(b.size() - std::min<std::size_t>(b.size(), 10));
-          });
-          for (auto& name : names) {
-            auto [data_ec, got] = co_await s.async_get_data(path + "/" + name, as_tuple(asio::use_awaitable));
-            if (data_ec) {
-              std::cout << "  " << name << " (" << data_ec.message() << ")\n";
-              continue;
-            }
-            std::cout << "  " << name << " " << got.data << " owner 0x" << std::hex << got.stat.ephemeral_owner
-                      << std::dec << " czxid " << got.stat.czxid << '\n';
-          }
+  with_own_session(hosts, 20s, [&](session& s) -> asio::awaitable<void> {
+    using asio::experimental::as_tuple;
+    for (int i = 0; i <= locks; ++i) {
+      auto path = lock_path(root, i);
+      auto [ec, kids] = co_await s.async_get_children(path, as_tuple(asio::use_awaitable));
+      std::cout << "queue of " << path << (ec ? " (unreadable: " + ec.message() + ")" : "") << ":\n";
+      std::sort(kids.names.begin(), kids.names.end(),
+                [](const std::string& a, const std::string& b) { return sequence_of(a) < sequence_of(b); });
+      for (auto& name : kids.names) {
+        auto [data_ec, got] = co_await s.async_get_data(path + "/" + name, as_tuple(asio::use_awaitable));
+        if (data_ec) {
+          std::cout << "  " << name << " (" << data_ec.message() << ")\n";
+          continue;
         }
-        co_await s.async_close(as_tuple(asio::use_awaitable));
-      },
-      [](std::exception_ptr) {});
-  io.run_for(20s);
+        std::cout << "  " << name << " " << got.data << " owner 0x" << std::hex << got.stat.ephemeral_owner
+                  << std::dec << " czxid " << got.stat.czxid << '\n';
+      }
+    }
+  });
 }
 
 std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
@@ -273,7 +271,7 @@ int drive(const driver_options& o) {
   std::vector<hold_record> holds;
   std::vector<acquire_record> acquires;
   std::vector<final_try> final_tries;
-  int orphans = 0, curator_orphans = 0, bad_lines = 0, leaked = 0;
+  int orphans = 0, curator_orphans = 0, bad_lines = 0, curator_leaked = 0;
   auto could_not_act = faults.pauses();  // paused workers, and (below) busy strands
   for (int w = 0; w < everyone; ++w) {
     worker_log log;
@@ -288,7 +286,7 @@ int drive(const driver_options& o) {
     final_tries.insert(final_tries.end(), log.final_tries.begin(), log.final_tries.end());
     could_not_act.insert(could_not_act.end(), log.busy.begin(), log.busy.end());
     (by_curator ? curator_orphans : orphans) += log.orphans ? std::max(*log.orphans, 0) : 0;
-    leaked += log.leaked;
+    curator_leaked += log.leaked;  // (only Curator's workers write it)
     // It never counted them: it did not end well.
     if (!log.orphans || *log.orphans < 0) ++(by_curator ? curator_crashes : crashes);
     bad_lines += static_cast<int>(log.bad_lines.size());
@@ -326,7 +324,7 @@ int drive(const driver_options& o) {
        << ", \"tokens_out_of_order\": " << v.curator.tokens_out_of_order
        << ", \"grants_after_loss\": " << v.curator.grants_after_loss
        << ", \"late_acquires\": " << v.curator.late_acquires << ", \"wedged_locks\": " << v.curator.wedged_locks
-       << ", \"leaked_nodes\": " << leaked << ", \"orphans\": " << curator_orphans
+       << ", \"leaked_nodes\": " << curator_leaked << ", \"orphans\": " << curator_orphans
        << ", \"crashes\": " << curator_crashes << "}}";
   std::cout << "acquisitions " << v.acquisitions << ", failed acquires " << v.acquire_failures << " (timeouts, expiries)"
             << ", final tries " << final_tries.size() << ", holds over 1 s " << v.long_holds << ", lost signals " << v.lost_signals << ", holds cut by a pause of their process " << v.holds_cut_by_pause
@@ -340,7 +338,7 @@ int drive(const driver_options& o) {
             << ", tokens out of order next to a Curator grant " << v.curator.tokens_out_of_order
             << ", Curator's grants after a loss " << v.curator.grants_after_loss
             << ", Curator's late acquires " << v.curator.late_acquires << ", wedged locks "
-            << v.curator.wedged_locks << ", nodes it lost track of (deleted at its end) " << leaked << ", orphans "
+            << v.curator.wedged_locks << ", nodes it lost track of (deleted at its end) " << curator_leaked << ", orphans "
             << curator_orphans << ", crashes " << curator_crashes << '\n';
   for (auto& e : v.examples) std::cout << "  " << e << '\n';
   std::cout << json.str() << std::endl;
