@@ -41,10 +41,6 @@ struct doctest::StringMaker<zkasio::fence_token> {
 
 namespace {
 
-mutex_options handing_over(std::size_t max_run = 16, std::chrono::milliseconds max_time = 1h) {
-  return {.local_handoff = local_handoff_bound{.max_run = max_run, .max_time = max_time}};
-}
-
 // Acquires started with a callback on `m`, in this order.
 std::vector<std::unique_ptr<acquire_outcome>> start_acquires(asio::io_context& io, mutex& m, int count) {
   std::vector<std::unique_ptr<acquire_outcome>> started;
@@ -53,12 +49,6 @@ std::vector<std::unique_ptr<acquire_outcome>> start_acquires(asio::io_context& i
     m.async_acquire(started.back()->handler());
   }
   return started;
-}
-
-// Granted without error.
-awaitable<bool> granted(acquire_outcome& w) {
-  bool done = co_await w.done.wait(10s);
-  co_return done && !*w.ec && w.held.held();
 }
 
 // Waits (at most 10 s) until the queue under `path` is two nodes, the last
@@ -264,68 +254,6 @@ TEST_CASE("local handoff: the lead handed over as the waiter's deadline fires go
     if (timed) co_await timed.async_release(use_awaitable);
     CHECK(co_await settles_at(s, path, 0));
   }());
-}
-
-// The hand-over queued behind the waiter's deadline, both before the waiter
-// learns of it, as a process paused past its deadline finds them on waking
-// (the chaos suite's seed 6 crashed so, before ffedeb0): a handler of the
-// lock object's strand keeps it busy past the deadline while a second thread
-// runs the timer, whose completion queues on the strand; then, still on the
-// strand, the release runs its hand-over at once (co_spawn dispatches), its
-// completion queued behind the deadline's. The waiter fails with
-// lock_timeout, and what it was handed (the lead, or the lock in memory)
-// goes on: the object grants a free lock after.
-TEST_CASE("local handoff: the lead or the lock handed over behind the waiter's deadline in the strand's queue goes on" * doctest::test_suite("threads")) {
-  for (bool lead : {true, false}) {
-    CAPTURE(lead);
-    asio::io_context io;
-    session s(io, test_options(shared_hosts()));
-    session other(io, test_options(shared_hosts()));
-    auto path = unique_path("local-behind-deadline");
-    // The lead: max_time 0, so once another session's node is seen a release
-    // deletes the node and passes the lead on. The lock: handed in memory.
-    mutex m(s, path, handing_over(16, lead ? 0ms : 1h));
-    mutex other_mutex(other, path);
-    run(io, [&]() -> awaitable<void> {
-      auto first = co_await m.async_acquire(use_awaitable);
-      co_await m.async_contenders(use_awaitable);  // the hold's children watch is set
-      acquire_outcome foreign(io);
-      if (lead) {
-        other_mutex.async_acquire(foreign.handler());
-        REQUIRE(co_await settles_at(s, path, 2));
-      }
-      auto deadline = std::chrono::steady_clock::now() + 300ms;
-      acquire_outcome waiter(io);
-      m.async_acquire_until(deadline, waiter.handler());
-      asio::steady_timer just_before(io, deadline - 50ms);
-      co_await just_before.async_wait(use_awaitable);
-      bool released_in_strand = false;
-      asio::post(m.get_executor(), [&] {
-        std::thread timers([&] {
-          while (std::chrono::steady_clock::now() < deadline + 20ms) io.run_one_until(deadline + 20ms);
-        });
-        std::this_thread::sleep_until(deadline + 60ms);
-        timers.join();
-        first.async_release(asio::detached);
-        released_in_strand = true;
-      });
-      REQUIRE(co_await waiter.done.wait(10s));
-      CHECK(released_in_strand);
-      CHECK(*waiter.ec == error::lock_timeout);
-      if (lead) {
-        REQUIRE(co_await granted(foreign));
-        co_await foreign.held.async_release(use_awaitable);
-      }
-      REQUIRE(co_await settles_at(s, path, 0));
-      auto [try_ec, tried] = co_await m.async_try_acquire(as_tuple(use_awaitable));
-      CHECK_FALSE(try_ec);
-      if (tried) co_await tried.async_release(use_awaitable);
-      auto [timed_ec, timed] = co_await m.async_acquire_for(5s, as_tuple(use_awaitable));
-      CHECK_FALSE(timed_ec);
-      if (timed) co_await timed.async_release(use_awaitable);
-      CHECK(co_await settles_at(s, path, 0));
-    }());
-  }
 }
 
 TEST_CASE_FIXTURE(handing_mutex, "local handoff: the holder's node deleted by an operator: the next goes on under a node of its own") {

@@ -1,5 +1,6 @@
-// zkasio::session against a real server: operations, completion tokens,
-// errors, bad input and close.
+// zkasio::session against a real server: operations, errors, bad input and
+// close. (Every completion token, and the cases on several threads:
+// test_session_threads.)
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -8,20 +9,11 @@
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/use_future.hpp>
 #include <algorithm>
-#include <asio/bind_executor.hpp>
 #include <asio/detached.hpp>
-#include <asio/post.hpp>
-#include <asio/strand.hpp>
-#include <atomic>
-#include <future>
-#include <mutex>
-#include <thread>
 #include <zkasio/session.hpp>
 
 #include "support/async.hpp"
@@ -238,63 +230,6 @@ TEST_CASE("multi applies all operations or none") {
   }());
 }
 
-TEST_CASE("every completion token works" * doctest::test_suite("threads")) {
-  asio::io_context io;
-  session s(io, test_options(shared_hosts()));
-  auto path = unique_path("session-tokens");
-
-  // A plain callback, run on the session's executor.
-  std::optional<zkasio::error_code> callback_ec;
-  s.async_create(path, "data", [&](zkasio::error_code ec, created) { callback_ec = ec; });
-  REQUIRE(run_until(io, [&] { return callback_ec.has_value(); }));
-  CHECK(!*callback_ec);
-
-  // No token: zkasio::default_token, which a coroutine can co_await.
-  static_assert(std::is_same_v<decltype(s.async_exists(path)), awaitable<std::optional<node_stat>>>);
-  run(io, [&]() -> awaitable<void> {
-    auto stat = co_await s.async_exists(path);
-    CHECK(stat.has_value());
-  }());
-
-  // as_tuple
-  run(io, [&]() -> awaitable<void> {
-    auto [ec, data] = co_await s.async_get_data(path, asio::experimental::as_tuple(use_awaitable));
-    CHECK(!ec);
-    CHECK(data.data == "data");
-  }());
-
-  // deferred: nothing happens until it is started.
-  auto later = s.async_get_data(path, asio::experimental::deferred);
-  std::optional<node_data> deferred_result;
-  std::move(later)([&](zkasio::error_code ec, node_data d) {
-    CHECK(!ec);
-    deferred_result = std::move(d);
-  });
-  REQUIRE(run_until(io, [&] { return deferred_result.has_value(); }));
-  CHECK(deferred_result->data == "data");
-
-  // use_future, from another thread while the io_context runs.
-  auto work = asio::make_work_guard(io);
-  std::thread runner([&] { io.run(); });
-  auto future = s.async_exists(path, asio::use_future);
-  REQUIRE(future.wait_for(10s) == std::future_status::ready);
-  CHECK(future.get().has_value());
-  // A failure through use_future with a function: its result, not an
-  // exception. (An exception that crosses threads through the future is
-  // reference-counted inside libstdc++, which ThreadSanitizer cannot see:
-  // it reports a race between this thread's reading and the freeing on the
-  // thread that drops the promise.)
-  auto failing = s.async_get_data(path + "/missing",
-                                  asio::use_future([](zkasio::error_code ec, node_data) { return ec; }));
-  REQUIRE(failing.wait_for(10s) == std::future_status::ready);
-  CHECK(failing.get() == zk_error::no_node);
-  work.reset();
-  auto closed = s.async_close(asio::use_future);
-  REQUIRE(closed.wait_for(10s) == std::future_status::ready);
-  io.stop();
-  runner.join();
-}
-
 TEST_CASE("1,000 concurrent operations from one coroutine") {
   asio::io_context io;
   session s(io, test_options(shared_hosts()));
@@ -494,47 +429,4 @@ TEST_CASE("nothing is printed by default; a log sink receives the C client's lin
     CAPTURE(line);
     CHECK((line.empty() || line.back() != '\n'));
   }
-}
-
-TEST_CASE("completions of one session run in the order of its requests, on a strand, with threads" * doctest::test_suite("threads")) {
-  // What zkasio::mutex relies on (see send_create in src/recipes/engine/acquire_runner.cpp): a create
-  // submitted, then a listing posted to the same strand and submitted from
-  // there: the create's handler runs first, and the listing shows the node.
-  asio::io_context io;
-  auto work = asio::make_work_guard(io);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
-  session s(io, test_options(shared_hosts()));
-  s.async_connect(asio::use_future).get();
-  auto path = unique_path("order");
-  s.async_create(path, "", asio::use_future).get();
-  auto strand = asio::make_strand(io);
-  constexpr int rounds = 300;
-  std::mutex guard;
-  std::vector<std::string> names(rounds);
-  int out_of_order = 0, unseen = 0, finished = 0;
-  std::promise<void> all_done;
-  for (int i = 0; i < rounds; ++i) {
-    asio::post(strand, [&, i] {
-      s.async_create(path + "/n-", "", create_options(create_mode::ephemeral_sequential),
-                     asio::bind_executor(strand, [&, i](zkasio::error_code, created made) {
-                       std::lock_guard lock(guard);
-                       names[i] = made.path.substr(path.size() + 1);
-                     }));
-      asio::post(strand, [&, i] {
-        s.async_get_children(path, asio::bind_executor(strand, [&, i](zkasio::error_code, children kids) {
-          std::lock_guard lock(guard);
-          if (names[i].empty()) ++out_of_order;
-          else if (std::find(kids.names.begin(), kids.names.end(), names[i]) == kids.names.end()) ++unseen;
-          if (++finished == rounds) all_done.set_value();
-        }));
-      });
-    });
-  }
-  REQUIRE(all_done.get_future().wait_for(60s) == std::future_status::ready);
-  CHECK(out_of_order == 0);
-  CHECK(unseen == 0);
-  s.async_close(asio::use_future).get();
-  work.reset();
-  for (auto& t : threads) t.join();
 }

@@ -2,7 +2,6 @@
 // restart and let expire sessions: suspended, expired, reconnected, and what
 // pending operations see meanwhile.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/bind_cancellation_slot.hpp>
@@ -12,7 +11,6 @@
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
-#include <atomic>
 #include <thread>
 #include <zkasio/session.hpp>
 
@@ -240,79 +238,12 @@ TEST_CASE("a lost create reply: the node exists although the create failed") {
   }());
 }
 
-TEST_CASE("session expiry: pending operations fail, a new session starts, generation counts" * doctest::test_suite("threads")) {
-  zk_servers servers;
-  tcp_proxy proxy(servers.host(1));
-  asio::io_context io;
-  session s(io, test_options(proxy.address(), 1s));
-  session observer(io, test_options(servers.hosts(), 10s));
-  run(io, [&]() -> awaitable<void> {
-    co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
-    co_await observer.async_create("/theirs", "", use_awaitable);
-    auto first_id = s.id();
-    std::optional<zkasio::error_code> pending;
-    test_event failed(io.get_executor());
-    s.async_wait_deleted("/theirs", [&](zkasio::error_code ec) {
-      pending = ec;
-      failed.count();
-    });
-    co_await s.async_exists("/theirs", use_awaitable);
-
-    // Another thread watches the state and the generation throughout: a
-    // session that will reconnect counts its new generation before it says
-    // expired, so expired is never seen with the old one (the lock engine
-    // relies on it to requeue waiters, decisions.hpp's queues_again).
-    // Nor is the old session's id seen with the new generation: the id is
-    // 0 until the new session's handshake (the race recipes rely on it to
-    // tell their node, race_run.cpp's look).
-    std::atomic<bool> watching{true}, expired_with_old_generation{false}, new_generation_with_old_id{false};
-    std::thread watcher([&] {
-      while (watching.load()) {
-        if (s.state() == session_state::expired && s.generation() == 0) expired_with_old_generation = true;
-        if (s.generation() == 1 && s.id() == first_id) new_generation_with_old_id = true;
-      }
-    });
-    struct stop_watching {
-      std::atomic<bool>& watching;
-      std::thread& watcher;
-      ~stop_watching() {
-        watching = false;
-        watcher.join();
-      }
-    } stop{watching, watcher};
-
-    // Cut the client off until the server expires its session (the ephemeral
-    // node goes), then let it back.
-    proxy.refuse_connections(true);
-    proxy.drop_now();
-    co_await observer.async_wait_deleted("/mine", use_awaitable);
-    proxy.refuse_connections(false);
-
-    CHECK(co_await failed.wait());
-    REQUIRE(pending.has_value());
-    CHECK(*pending == zk_error::session_expired);
-    CHECK(*pending == condition::session_gone);
-    co_await s.async_connect(use_awaitable);
-    CHECK(s.generation() == 1);
-    CHECK_FALSE(expired_with_old_generation.load());
-    CHECK_FALSE(new_generation_with_old_id.load());
-    CHECK(s.id() != first_id);
-    // The new session works.
-    co_await s.async_create("/mine", "", create_options{create_mode::ephemeral}, use_awaitable);
-  }());
-}
-
-TEST_CASE("a pinned write is refused unsent once its ZooKeeper session has ended: at submit, and after it waited for the connection") {
+TEST_CASE_FIXTURE(proxied_session, "a pinned write is refused unsent once its ZooKeeper session has ended: at submit, and after it waited for the connection") {
   // Each kind of write (create, set_data, remove, multi), pinned to the
   // first ZooKeeper session: submitted while it waits for a server and the
   // session then expires, it fails; submitted once the next session
   // connects, it fails at once; nothing of it reaches the server. Pinned to
   // the session it is sent in, a write goes.
-  zk_servers servers;
-  tcp_proxy proxy(servers.host(1));
-  asio::io_context io;
-  session s(io, test_options(proxy.address(), 1s));
-  session observer(io, test_options(servers.hosts(), 10s));
   run(io, [&]() -> awaitable<void> {
     co_await s.async_create("/pinned-mine", "", create_options{create_mode::ephemeral}, use_awaitable);
     co_await observer.async_create("/pinned-data", "before", use_awaitable);
@@ -439,42 +370,4 @@ TEST_CASE("closing over a dead connection does not stall the executor") {
   CHECK(s.state() == session_state::closed);
   CHECK(longest < 1s);  // zookeeper_close alone would block for seconds
   servers.resume();
-}
-
-TEST_CASE("one session used from four threads" * doctest::test_suite("threads")) {
-  asio::io_context io;
-  session s(io, test_options(shared_hosts(), 10s));
-  const std::string dir = "/threads-" + std::to_string(getpid());
-  run(io, s.async_create(dir, "", use_awaitable));
-  std::atomic<int> done{0}, failures{0};
-  auto worker = [&](int id) -> awaitable<void> {
-    auto base = dir + "/w" + std::to_string(id);
-    for (int i = 0; i < 50; ++i) {
-      auto path = base + "-" + std::to_string(i);
-      co_await s.async_create(path, "v", use_awaitable);
-      auto d = co_await s.async_get_data(path, use_awaitable);
-      if (d.data != "v") ++failures;
-      co_await s.async_set_data(path, "w", use_awaitable);
-      asio::steady_timer timer(co_await asio::this_coro::executor, 1ms);
-      co_await (s.async_wait_deleted(path, use_awaitable) || timer.async_wait(use_awaitable));
-      co_await s.async_remove(path, use_awaitable);
-    }
-  };
-  // Bounded: the guard stops the threads if the workers do not finish.
-  asio::steady_timer guard(io, 60s);
-  guard.async_wait([&](zkasio::error_code ec) {
-    if (!ec) io.stop();
-  });
-  for (int i = 0; i < 8; ++i)
-    asio::co_spawn(io, worker(i), [&](std::exception_ptr e) {
-      if (e) ++failures;
-      if (++done == 8) guard.cancel(), io.stop();
-    });
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { io.run(); });
-  for (auto& t : threads) t.join();
-  CHECK(done == 8);
-  CHECK(failures == 0);
-  io.restart();
-  run(io, s.async_remove(dir, use_awaitable));
 }

@@ -34,15 +34,6 @@
 
 namespace zkasio::test {
 
-// A private server with a proxy in front of it (clients given
-// proxy.address() can be cut off, stalled or fed lost replies) and an
-// io_context: what the tests of faults share.
-struct proxied_server {
-  zk_servers servers;
-  tcp_proxy proxy{servers.host(1)};
-  asio::io_context io;
-};
-
 // An acquire's outcome, for acquires started with a callback.
 struct acquire_outcome {
   explicit acquire_outcome(asio::io_context& io) : done(io.get_executor()) {}
@@ -57,6 +48,19 @@ struct acquire_outcome {
     };
   }
 };
+
+// Granted without error.
+inline asio::awaitable<bool> granted(acquire_outcome& w) {
+  bool done = co_await w.done.wait(std::chrono::seconds(10));
+  co_return done && !*w.ec && w.held.held();
+}
+
+// A mutex's options that hand the lock over in memory (local_handoff) within
+// these bounds.
+inline mutex_options handing_over(std::size_t max_run = 16,
+                                  std::chrono::milliseconds max_time = std::chrono::hours(1)) {
+  return {.local_handoff = local_handoff_bound{.max_run = max_run, .max_time = max_time}};
+}
 
 // Beside the proxied server: a holder's session straight to the server and a
 // waiter's session through the proxy, whose reads fail at once when cut off
@@ -296,5 +300,50 @@ inline asio::awaitable<bool> settles_at(session& s, std::string path, std::size_
               timer.async_wait(as_tuple(asio::use_awaitable)));
   }
 }
+
+// with_lock in a caller that `cancel` cancels, over one io_context, with
+// another session to play the operator that deletes a holder's node.
+// The lock's session `s` goes to `hosts`, the operator's to `other_hosts`.
+struct cancelled_caller {
+  asio::io_context io;
+  session s, other;
+  std::string path;
+  asio::cancellation_signal cancel;
+  bool caller_throws_if_cancelled = false;  // once with_lock has ended
+
+  explicit cancelled_caller(const std::string& name, const std::string& hosts = shared_hosts(),
+                            const std::string& other_hosts = shared_hosts())
+      : s(io, test_options(hosts)), other(io, test_options(other_hosts)), path(unique_path(name)) {}
+
+  // What with_lock(m, body) said: nothing when it completed.
+  template <class Body>
+  zkasio::error_code with_lock_outcome(mutex& m, Body body) {
+    std::optional<zkasio::error_code> outcome;
+    auto caller = [&]() -> asio::awaitable<void> {
+      try {
+        co_await with_lock(m, std::move(body));
+        outcome = zkasio::error_code{};
+      } catch (const zkasio::system_error& e) {
+        outcome = e.code();
+      }
+      // (Not an operation: a cancelled caller may still ask.)
+      caller_throws_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
+    };
+    bool ended = false;
+    asio::co_spawn(io, caller(), asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr) { ended = true; }));
+    REQUIRE(run_until(io, [&] { return ended; }, std::chrono::seconds(20)));
+    REQUIRE(outcome.has_value());
+    return *outcome;
+  }
+
+  // Nothing is left under the path; both sessions closed.
+  void settle() {
+    run(io, [&]() -> asio::awaitable<void> {
+      CHECK(co_await settles_at(s, path, 0));
+      co_await s.async_close(asio::use_awaitable);
+      co_await other.async_close(asio::use_awaitable);
+    }(), std::chrono::seconds(20));
+  }
+};
 
 }  // namespace zkasio::test

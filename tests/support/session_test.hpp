@@ -1,9 +1,10 @@
-// What the session tests share: unique node names, session options, and the
-// error of an awaited operation.
+// What the session tests share: unique node names, session options, the
+// error of an awaited operation, and a server behind a proxy.
 #pragma once
 
 #include <unistd.h>
 
+#include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
@@ -11,7 +12,11 @@
 #include <cstdlib>
 #include <string>
 #include <zkasio/error_code.hpp>
+#include <zkasio/session.hpp>
 #include <zkasio/session_options.hpp>
+
+#include "support/tcp_proxy.hpp"
+#include "support/zk_servers.hpp"
 
 namespace zkasio::test {
 
@@ -40,5 +45,21 @@ asio::awaitable<zkasio::error_code> error_of(Op op) {
   co_await op(asio::redirect_error(asio::use_awaitable, ec));
   co_return ec;
 }
+
+// A private server with a proxy in front of it (clients given
+// proxy.address() can be cut off, stalled or fed lost replies) and an
+// io_context: what the tests of faults share.
+struct proxied_server {
+  zk_servers servers;
+  tcp_proxy proxy{servers.host(1)};
+  asio::io_context io;
+};
+
+// With a session through the proxy, on a timeout short enough to expire
+// it (1 s), and an observer's session straight to the server.
+struct proxied_session : proxied_server {
+  session s{io, test_options(proxy.address(), std::chrono::seconds(1))};
+  session observer{io, test_options(servers.hosts(), std::chrono::seconds(10))};
+};
 
 }  // namespace zkasio::test

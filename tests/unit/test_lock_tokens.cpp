@@ -63,7 +63,7 @@ static_assert(requires(zkasio::mutex& m, zkasio::race_mutex& race, zkasio::share
 
 // The with_* helpers and the default token in a coroutine of another
 // executor type than any_io_executor: compiled, every template instantiated
-// (run on a thread pool's strand by test_lock_safety's with_lock test).
+// (run on a thread pool's strand by test_lock_threads's with_lock test).
 using strand_executor = asio::strand<asio::io_context::executor_type>;
 using strand_token = asio::use_awaitable_t<strand_executor>;
 [[maybe_unused]] asio::awaitable<int, strand_executor> every_helper_on_a_strand(

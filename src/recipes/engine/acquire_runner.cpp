@@ -66,8 +66,8 @@ class engine_world final : public acquire_world {
 // in that order too (parked_requests); (3) each completion is posted, never
 // run inline, to the handler's executor (completion.hpp); (4) both handlers
 // are bound to this lock object's strand, which runs what is posted to it in
-// order. test_session's "completions of one session run in the order of its
-// requests" breaks if any of these changes.
+// order. test_session_threads's "completions of one session run in the order
+// of its requests" breaks if any of these changes.
 std::shared_ptr<create_reply> send_create(const std::shared_ptr<engine_state>& m, const fair_acquire& fsm,
                                           const std::string& data) {
   auto reply = std::make_shared<create_reply>();
