@@ -2,9 +2,11 @@
 // break each rule: it must see two holders at once (by each recipe's rule:
 // writers alone, readers together, at most N leases, one leader), tokens out
 // of order, late, hung or lost acquires and wedged lock objects, and must
-// excuse what a process pause explains.
+// excuse what a process pause explains; and the servers' transaction logs
+// as the driver reads them (logged_deletes.hpp).
 #include <doctest/doctest.h>
 
+#include "chaos/logged_deletes.hpp"
 #include "chaos/verdict.hpp"
 
 using namespace zkasio::chaos;
@@ -357,4 +359,58 @@ TEST_CASE("an acquire without a deadline is not excused by acquires that started
   acquire_record a{0, 0, 500 * ms, 21000 * ms, -1, "ok"};
   acquire_record final_try_behind{1, 0, 2000 * ms, 21100 * ms, 33000 * ms, "ok"};
   CHECK(judge({}, {a, final_try_behind}, {}, grace, {}, faults_end).late_acquires == 1);
+}
+
+namespace {
+
+// A transaction log as a server writes it (FileTxnLog; logged_deletes.cpp
+// says the layout): the header, the records, the preallocated zeros.
+struct txn_log_writer {
+  std::string bytes = std::string("ZKLG") + std::string(12, '\0');
+  static void int32(std::string& out, std::int32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((static_cast<std::uint32_t>(v) >> shift) & 0xff);
+  }
+  static std::string path_record(const std::string& path) {
+    std::string r;
+    int32(r, static_cast<std::int32_t>(path.size()));
+    return r + path;
+  }
+  void txn(std::int32_t type, const std::string& record) {
+    std::string t(28, '\x01');  // client id, cxid, zxid, time
+    int32(t, type);
+    t += record + std::string(9, '\x07');  // (and a digest, skipped)
+    bytes += std::string(8, '\x05');        // its checksum
+    int32(bytes, static_cast<std::int32_t>(t.size()));
+    bytes += t + 'B';
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a transaction log read back: its deletes, a multi's too, and where a record still being written begins") {
+  txn_log_writer log;
+  log.txn(15, log.path_record("/l/created"));  // a create2: no delete
+  log.txn(2, log.path_record("/l/a"));
+  std::string multi;
+  txn_log_writer::int32(multi, 2);
+  for (auto& [type, path] : std::vector<std::pair<std::int32_t, std::string>>{{1, "/l/made"}, {2, "/l/b"}}) {
+    txn_log_writer::int32(multi, type);
+    auto op = txn_log_writer::path_record(path);
+    txn_log_writer::int32(multi, static_cast<std::int32_t>(op.size()));
+    multi += op;
+  }
+  log.txn(14, multi);
+  auto whole = log.bytes.size();
+  log.txn(2, log.path_record("/l/c"));
+  auto scan = scan_txn_log(log.bytes + std::string(64, '\0'), true);
+  CHECK(scan.deleted == std::vector<std::string>{"/l/a", "/l/b", "/l/c"});
+  CHECK(scan.consumed == log.bytes.size());
+  CHECK(scan.at_zeros);
+  // The last record cut short (the server still writing it): read up to it,
+  // then from there once it is whole.
+  auto cut = scan_txn_log(std::string_view(log.bytes).substr(0, log.bytes.size() - 3), true);
+  CHECK(cut.deleted == std::vector<std::string>{"/l/a", "/l/b"});
+  CHECK(cut.consumed == whole);
+  CHECK_FALSE(cut.at_zeros);
+  CHECK(scan_txn_log(std::string_view(log.bytes).substr(whole), false).deleted == std::vector<std::string>{"/l/c"});
 }
