@@ -6,12 +6,13 @@
 // leader is killed and its followers go on to elect another: a follower
 // whose in-memory tree runs ahead of its log when its leader goes, and
 // which then leads or syncs the others from its log (ZOOKEEPER-4712,
-// ZOOKEEPER-4785, ZOOKEEPER-4646; fixed in later releases). Seen here: a
-// delete logged by two, or all three, servers, then the node back at its path,
-// in its owner's live session, known to no one: every waiter behind it
-// waits until that session ends. The chaos driver watches for such nodes
-// as the run goes on (main.cpp) and, finding one, calls the run void: what
-// it measures after is the ensemble's breakage, not the library's.
+// ZOOKEEPER-4785, ZOOKEEPER-4646; the first two fixed upstream after
+// 3.8.0). Seen here: a delete logged by two, or all three, servers, then
+// the node back at its path, in its owner's live session, known to no one:
+// every waiter behind it waits until that session ends. The chaos driver
+// watches for such nodes as the run goes on (main.cpp) and, finding one,
+// calls the run void: what it measures after is the ensemble's breakage,
+// not the library's.
 //
 // No ZooKeeper code: the log's layout (FileTxnLog) read directly, so that
 // the driver can read it every few seconds without a JVM.
